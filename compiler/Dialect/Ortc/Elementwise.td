@@ -1,0 +1,95 @@
+// Elementwise ops. Operands have identical shapes: the importer makes ONNX's implicit
+// broadcasting explicit with `ortc.broadcast_to`, so gradient rules never un-broadcast.
+#ifndef ORTC_ELEMENTWISE_TD
+#define ORTC_ELEMENTWISE_TD
+
+include "compiler/Dialect/Ortc/OrtcBase.td"
+
+class Ortc_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let arguments = (ins Ortc_Tensor:$x);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
+def Ortc_NegOp : Ortc_UnaryOp<"neg">;
+def Ortc_ExpOp : Ortc_UnaryOp<"exp">;
+def Ortc_LogOp : Ortc_UnaryOp<"log">;
+def Ortc_SqrtOp : Ortc_UnaryOp<"sqrt">;
+def Ortc_ErfOp : Ortc_UnaryOp<"erf">;
+def Ortc_TanhOp : Ortc_UnaryOp<"tanh">;
+def Ortc_SigmoidOp : Ortc_UnaryOp<"sigmoid">;
+def Ortc_ReluOp : Ortc_UnaryOp<"relu">;
+def Ortc_AbsOp : Ortc_UnaryOp<"abs">;
+def Ortc_NotOp : Ortc_UnaryOp<"not">;
+
+def Ortc_GeluOp : Ortc_UnaryOp<"gelu"> {
+  let summary = "GELU; `tanh` selects PyTorch's approximate='tanh'";
+  let arguments = (ins Ortc_Tensor:$x, DefaultValuedAttr<BoolAttr, "false">:$tanh);
+}
+
+def Ortc_GeluGradOp : Ortc_Op<"gelu_grad", [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "dx of GELU given x and dy";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$dy,
+                       DefaultValuedAttr<BoolAttr, "false">:$tanh);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($result)";
+}
+
+def Ortc_ClipOp : Ortc_UnaryOp<"clip"> {
+  let summary = "Clamps to [min, max]; a bound that is absent does not clamp";
+  let arguments = (ins Ortc_Tensor:$x, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+}
+
+def Ortc_CastOp : Ortc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Converts the element type (ONNX Cast)";
+  let arguments = (ins Ortc_Tensor:$x);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasFolder = 1;
+}
+
+class Ortc_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Ortc_AddOp : Ortc_BinaryOp<"add", [Commutative]>;
+def Ortc_SubOp : Ortc_BinaryOp<"sub">;
+def Ortc_MulOp : Ortc_BinaryOp<"mul", [Commutative]>;
+def Ortc_DivOp : Ortc_BinaryOp<"div">;
+def Ortc_PowOp : Ortc_BinaryOp<"pow">;
+def Ortc_MinOp : Ortc_BinaryOp<"min", [Commutative]>;
+def Ortc_MaxOp : Ortc_BinaryOp<"max", [Commutative]>;
+
+class Ortc_CompareOp<string mnemonic>
+    : Ortc_Op<mnemonic, [Pure, Elementwise, SameTypeOperands,
+        SameOperandsAndResultShape]> {
+  let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
+  let results = (outs Ortc_BoolTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)";
+}
+
+def Ortc_EqualOp : Ortc_CompareOp<"equal">;
+def Ortc_LessOp : Ortc_CompareOp<"less">;
+def Ortc_GreaterOp : Ortc_CompareOp<"greater">;
+def Ortc_AndOp : Ortc_CompareOp<"and">;
+
+def Ortc_SelectOp : Ortc_Op<"select", [Pure, Elementwise,
+    AllTypesMatch<["on_true", "on_false", "result"]>,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "ONNX Where: cond ? on_true : on_false (same shapes)";
+  let arguments = (ins Ortc_BoolTensor:$cond, Ortc_Tensor:$on_true,
+                       Ortc_Tensor:$on_false);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // ORTC_ELEMENTWISE_TD

@@ -1,0 +1,273 @@
+//===- NN.cpp - GEMM, convolution, pooling, normalisation, softmax -------===//
+//
+// Shape rules and gradient rules of the neural-network ops. Their gradients are
+// dedicated ops (conv_grad_*, *_pool_grad, *_norm_grad, softmax_grad...) because
+// composing them from core ops would cost memory and time at run time.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Dialect/Ortc/Builders.h"
+
+using namespace mlir;
+
+namespace ortc {
+
+//===-- matmul ------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto a = cast<RankedTensorType>(adaptor.getA().getType());
+  auto b = cast<RankedTensorType>(adaptor.getB().getType());
+  if (a.getRank() < 2 || a.getRank() != b.getRank())
+    return emitOptionalError(loc, "operands need equal rank >= 2, got ", a, " and ", b);
+  if (a.getElementType() != b.getElementType())
+    return emitOptionalError(loc, "element types differ");
+  int64_t r = a.getRank();
+  if (a.getShape().drop_back(2) != b.getShape().drop_back(2))
+    return emitOptionalError(loc, "batch dims differ: ", a, " and ", b);
+  int64_t m = a.getDimSize(r - (adaptor.getTransA() ? 1 : 2));
+  int64_t ka = a.getDimSize(r - (adaptor.getTransA() ? 2 : 1));
+  int64_t kb = b.getDimSize(r - (adaptor.getTransB() ? 1 : 2));
+  int64_t n = b.getDimSize(r - (adaptor.getTransB() ? 2 : 1));
+  if (ka != kb)
+    return emitOptionalError(loc, "contraction sizes differ: ", ka, " vs ", kb);
+  SmallVector<int64_t> shape(a.getShape().drop_back(2));
+  shape.push_back(m);
+  shape.push_back(n);
+  types.push_back(a.clone(shape));
+  return success();
+}
+
+LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                      SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  Value dc = dys[0];
+  if (!dc)
+    return success();
+  Location loc = getLoc();
+  bool ta = getTransA(), tb = getTransB();
+  // d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, transposed back where needed.
+  grads[0] = ta ? MatMulOp::create(b, loc, getB(), dc, tb, true)
+                : MatMulOp::create(b, loc, dc, getB(), false, !tb);
+  grads[1] = tb ? MatMulOp::create(b, loc, dc, getA(), true, ta)
+                : MatMulOp::create(b, loc, getA(), dc, !ta, false);
+  return success();
+}
+
+//===-- convolution and pooling geometry ----------------------------------===//
+
+namespace {
+/// Output extent of a sliding window (conv or pooling) along one dim.
+int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t padB, int64_t padE,
+                  int64_t dil, bool ceilMode) {
+  int64_t span = in + padB + padE - dil * (k - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // PyTorch/ONNX: the last window must start inside the input or the begin padding.
+  if (ceilMode && (out - 1) * stride >= in + padB)
+    --out;
+  return out;
+}
+
+LogicalResult checkGeometry(std::optional<Location> loc, int64_t nSpatial,
+                            ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                            ArrayRef<int64_t> dilations) {
+  if ((int64_t)strides.size() != nSpatial || (int64_t)pads.size() != 2 * nSpatial ||
+      (int64_t)dilations.size() != nSpatial)
+    return emitOptionalError(loc, "strides/dilations need ", nSpatial,
+                             " entries and pads ", 2 * nSpatial);
+  for (int64_t i = 0; i < nSpatial; ++i)
+    if (strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[i + nSpatial] < 0)
+      return emitOptionalError(loc, "strides and dilations must be >= 1, pads >= 0");
+  return success();
+}
+} // namespace
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  int64_t ns = x.getRank() - 2, group = adaptor.getGroup();
+  if (ns < 1 || ns > 3 || w.getRank() != x.getRank())
+    return emitOptionalError(loc, "conv needs 1-3 spatial dims, got ", x, " and ", w);
+  if (failed(checkGeometry(loc, ns, adaptor.getStrides(), adaptor.getPads(),
+                           adaptor.getDilations())))
+    return failure();
+  if (group < 1 || x.getDimSize(1) != w.getDimSize(1) * group ||
+      w.getDimSize(0) % group != 0)
+    return emitOptionalError(loc, "channels ", x.getDimSize(1), " do not match weight ",
+                             w, " with group ", group);
+  if (auto bias = adaptor.getBias()) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != w.getDimSize(0))
+      return emitOptionalError(loc, "bias must be [", w.getDimSize(0), "]");
+  }
+  SmallVector<int64_t> shape{x.getDimSize(0), w.getDimSize(0)};
+  for (int64_t i = 0; i < ns; ++i)
+    shape.push_back(windowOut(x.getDimSize(i + 2), w.getDimSize(i + 2),
+                              adaptor.getStrides()[i], adaptor.getPads()[i],
+                              adaptor.getPads()[i + ns], adaptor.getDilations()[i],
+                              false));
+  types.push_back(x.clone(shape));
+  return success();
+}
+
+LogicalResult ConvOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                    SmallVectorImpl<Value> &grads) {
+  grads.assign(getNumOperands(), Value());
+  Value dy = dys[0];
+  if (!dy)
+    return success();
+  Location loc = getLoc();
+  grads[0] = ConvGradInputOp::create(b, loc, getX().getType(), dy, getW(), getStrides(),
+                                     getPads(), getDilations(), getGroup());
+  grads[1] = ConvGradWeightOp::create(b, loc, getW().getType(), dy, getX(),
+                                      getStrides(), getPads(), getDilations(), getGroup());
+  if (getBias()) {
+    SmallVector<int64_t> axes{0};
+    for (int64_t d = 2; d < getType().getRank(); ++d)
+      axes.push_back(d);
+    grads[2] = ReduceSumOp::create(b, loc, dy, axes, /*keepdims=*/false);
+  }
+  return success();
+}
+
+#define ORTC_POOL_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    auto x = cast<RankedTensorType>(adaptor.getX().getType());                 \
+    int64_t ns = x.getRank() - 2;                                              \
+    ArrayRef<int64_t> k = adaptor.getKernelShape();                            \
+    if (ns < 1 || ns > 3 || (int64_t)k.size() != ns)                           \
+      return emitOptionalError(loc, "pooling needs 1-3 spatial dims and a kernel per dim"); \
+    if (failed(checkGeometry(loc, ns, adaptor.getStrides(), adaptor.getPads(), \
+                             adaptor.getDilations())))                         \
+      return failure();                                                        \
+    SmallVector<int64_t> shape(x.getShape().take_front(2));                    \
+    for (int64_t i = 0; i < ns; ++i)                                           \
+      shape.push_back(windowOut(x.getDimSize(i + 2), k[i], adaptor.getStrides()[i], \
+                                adaptor.getPads()[i], adaptor.getPads()[i + ns], \
+                                adaptor.getDilations()[i], adaptor.getCeilMode())); \
+    types.push_back(x.clone(shape));                                           \
+    return success();                                                          \
+  }
+ORTC_POOL_INFER(MaxPoolOp)
+ORTC_POOL_INFER(AvgPoolOp)
+#undef ORTC_POOL_INFER
+
+LogicalResult MaxPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (dys[0])
+    grads[0] = MaxPoolGradOp::create(b, getLoc(), getX().getType(), getX(), dys[0],
+                                     getKernelShape(), getStrides(), getPads(),
+                                     getDilations());
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (dys[0])
+    grads[0] = AvgPoolGradOp::create(b, getLoc(), getX().getType(), dys[0],
+                                     getKernelShape(), getStrides(), getPads(),
+                                     getDilations(), getCountIncludePad());
+  return success();
+}
+
+//===-- normalisation -----------------------------------------------------===//
+
+LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  if (x.getRank() < 2)
+    return emitOptionalError(loc, "BatchNorm input needs rank >= 2");
+  auto stat = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
+  for (Value v : {adaptor.getScale(), adaptor.getBias()})
+    if (v.getType() != stat)
+      return emitOptionalError(loc, "scale and bias must be ", stat);
+  types.append({x, stat, stat});
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                              SmallVectorImpl<Value> &grads) {
+  grads.assign(3, Value());
+  if (!dys[0])
+    return success();
+  auto g = BatchNormGradOp::create(b, getLoc(), TypeRange{getX().getType(),
+                                   getScale().getType(), getBias().getType()},
+                                   getX(), getScale(), getMean(), getVar(), dys[0],
+                                   getEpsilonAttr());
+  grads[0] = g.getDx();
+  grads[1] = g.getDscale();
+  grads[2] = g.getDbias();
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= x.getRank())
+    return emitOptionalError(loc, "axis ", axis, " out of range for ", x);
+  auto norm = RankedTensorType::get(x.getShape().drop_front(axis), x.getElementType());
+  if (adaptor.getScale().getType() != norm ||
+      (adaptor.getBias() && adaptor.getBias().getType() != norm))
+    return emitOptionalError(loc, "scale and bias must be ", norm);
+  SmallVector<int64_t> statShape(x.getShape());
+  for (int64_t d = axis; d < x.getRank(); ++d)
+    statShape[d] = 1;
+  auto stat = x.clone(statShape);
+  types.append({x, stat, stat});
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                         SmallVectorImpl<Value> &grads) {
+  grads.assign(getNumOperands(), Value());
+  if (!dys[0])
+    return success();
+  auto g = LayerNormGradOp::create(
+      b, getLoc(),
+      TypeRange{getX().getType(), getScale().getType(), getScale().getType()}, getX(),
+      getScale(), getMean(), getInvStd(), dys[0], getAxis());
+  grads[0] = g.getDx();
+  grads[1] = g.getDscale();
+  if (getBias())
+    grads[2] = g.getDbias();
+  return success();
+}
+
+//===-- softmax and dropout -----------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (dys[0])
+    grads[0] = SoftmaxGradOp::create(b, getLoc(), getResult(), dys[0], getAxis());
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                          SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (dys[0])
+    grads[0] = LogSoftmaxGradOp::create(b, getLoc(), getResult(), dys[0], getAxis());
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (dys[0])
+    grads[0] = DropoutGradOp::create(b, getLoc(), dys[0], getSeed(), getRatioAttr(),
+                                     getKeyAttr());
+  return success();
+}
+
+} // namespace ortc

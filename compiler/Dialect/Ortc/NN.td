@@ -1,0 +1,166 @@
+// Neural-network ops: GEMM, convolution, pooling, normalisation, softmax, dropout and
+// the gradient-only ops their gradient rules build.
+#ifndef ORTC_NN_TD
+#define ORTC_NN_TD
+
+include "compiler/Dialect/Ortc/OrtcBase.td"
+
+def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
+  let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)";
+}
+
+// Convolution geometry shared by conv and its gradients: strides, pads ([begin...,
+// end...]), dilations per spatial dim, and the group count.
+def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "N-d convolution (ONNX Conv, NC... layout, weight MC/g k...)";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$w,
+                       Optional<Ortc_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
+}
+
+def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure]> {
+  let summary = "dx of conv given dy and w; the result type gives x's shape";
+  let arguments = (ins Ortc_FloatTensor:$dy, Ortc_FloatTensor:$w,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$dy `,` $w attr-dict `:` functional-type(operands, $result)";
+}
+
+def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure]> {
+  let summary = "dw of conv given dy and x; the result type gives w's shape";
+  let arguments = (ins Ortc_FloatTensor:$dy, Ortc_FloatTensor:$x,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` functional-type(operands, $result)";
+}
+
+class Ortc_PoolOp<string mnemonic> : Ortc_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let arguments = (ins Ortc_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                       DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Ortc_MaxPoolOp : Ortc_PoolOp<"max_pool">;
+def Ortc_AvgPoolOp : Ortc_PoolOp<"avg_pool">;
+
+def Ortc_MaxPoolGradOp : Ortc_Op<"max_pool_grad", [Pure]> {
+  let summary = "dx of max_pool: dy routed to the first maximum of each window";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$dy,
+                       DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, $result)";
+}
+
+def Ortc_AvgPoolGradOp : Ortc_Op<"avg_pool_grad", [Pure]> {
+  let summary = "dx of avg_pool; the result type gives x's shape";
+  let arguments = (ins Ortc_FloatTensor:$dy, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($result)";
+}
+
+def Ortc_BatchNormTrainOp : Ortc_Op<"batch_norm_train", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "BatchNorm on batch statistics: y, batch mean, biased batch variance";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
+                       Ortc_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Ortc_FloatTensor:$y, Ortc_FloatTensor:$mean, Ortc_FloatTensor:$var);
+  let assemblyFormat = "$x `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+}
+
+def Ortc_BatchNormGradOp : Ortc_Op<"batch_norm_grad", [Pure]> {
+  let summary = "dx, dscale, dbias of batch_norm_train through the batch statistics";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
+                       Ortc_FloatTensor:$mean, Ortc_FloatTensor:$var,
+                       Ortc_FloatTensor:$dy, F64Attr:$epsilon);
+  let results = (outs Ortc_FloatTensor:$dx, Ortc_FloatTensor:$dscale,
+                      Ortc_FloatTensor:$dbias);
+  let assemblyFormat = "$x `,` $scale `,` $mean `,` $var `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure]> {
+  let summary = "BatchNorm with given (running) statistics";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
+                       Ortc_FloatTensor:$bias, Ortc_FloatTensor:$mean,
+                       Ortc_FloatTensor:$var, F64Attr:$epsilon);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $scale `,` $bias `,` $mean `,` $var attr-dict `:` functional-type(operands, results)";
+}
+
+def Ortc_LayerNormOp : Ortc_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Normalises over dims [axis, rank); returns y, mean and 1/std (kept dims)";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
+                       Optional<Ortc_FloatTensor>:$bias, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Ortc_FloatTensor:$y, Ortc_FloatTensor:$mean,
+                      Ortc_FloatTensor:$inv_std);
+  let assemblyFormat = "$x `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def Ortc_LayerNormGradOp : Ortc_Op<"layer_norm_grad", [Pure]> {
+  let summary = "dx, dscale, dbias of layer_norm";
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
+                       Ortc_FloatTensor:$mean, Ortc_FloatTensor:$inv_std,
+                       Ortc_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Ortc_FloatTensor:$dx, Ortc_FloatTensor:$dscale,
+                      Ortc_FloatTensor:$dbias);
+  let assemblyFormat = "$x `,` $scale `,` $mean `,` $inv_std `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+class Ortc_SoftmaxLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
+    SameOperandsAndResultType, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let arguments = (ins Ortc_FloatTensor:$x, I64Attr:$axis);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+def Ortc_SoftmaxOp : Ortc_SoftmaxLikeOp<"softmax">;
+def Ortc_LogSoftmaxOp : Ortc_SoftmaxLikeOp<"log_softmax">;
+
+class Ortc_SoftmaxGradLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
+    SameOperandsAndResultType]> {
+  let summary = "dx given the forward output y and dy";
+  let arguments = (ins Ortc_FloatTensor:$y, Ortc_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($result)";
+}
+def Ortc_SoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"softmax_grad">;
+def Ortc_LogSoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"log_softmax_grad">;
+
+def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
+    AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Inverted dropout; mask from a counter-based RNG keyed by (seed, key, i)";
+  let arguments = (ins Ortc_FloatTensor:$x, TensorOf<[I64]>:$seed, F64Attr:$ratio,
+                       I64Attr:$key);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $seed attr-dict `:` type($x) `,` type($seed)";
+}
+
+def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>]> {
+  let summary = "dy through the same dropout mask";
+  let arguments = (ins Ortc_FloatTensor:$dy, TensorOf<[I64]>:$seed, F64Attr:$ratio,
+                       I64Attr:$key);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$dy `,` $seed attr-dict `:` type($dy) `,` type($seed)";
+}
+
+#endif // ORTC_NN_TD

@@ -1,0 +1,30 @@
+// The `ortc` dialect: a small core of tensor ops with ONNX semantics on static ranked
+// tensors. The importer lowers ONNX nodes onto it (explicit broadcasting, shape subgraphs
+// folded), so that shape rules, gradient rules and codegen are written once per core op.
+#ifndef ORTC_BASE_TD
+#define ORTC_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "compiler/Dialect/Ortc/OrtcInterfaces.td"
+
+def Ortc_Dialect : Dialect {
+  let name = "ortc";
+  let cppNamespace = "::ortc";
+  let summary = "Tensor-level training IR with ONNX semantics";
+  let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+class Ortc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Ortc_Dialect, mnemonic, traits>;
+
+def Ortc_Tensor : RankedTensorOf<[F16, BF16, F32, F64, I1, I32, I64]>;
+def Ortc_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+def Ortc_IndexTensor : RankedTensorOf<[I32, I64]>;
+def Ortc_BoolTensor : RankedTensorOf<[I1]>;
+
+#endif // ORTC_BASE_TD

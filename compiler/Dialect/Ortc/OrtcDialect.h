@@ -1,0 +1,24 @@
+//===- OrtcDialect.h - The ortc dialect ------------------------*- C++ -*-===//
+//
+// Entry point for users of the ortc dialect: the dialect, its interfaces and ops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_DIALECT_ORTC_ORTCDIALECT_H
+#define ORTC_DIALECT_ORTC_ORTCDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "compiler/Dialect/Ortc/OrtcDialect.h.inc"
+#include "compiler/Dialect/Ortc/OrtcInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/Dialect/Ortc/OrtcOps.h.inc"
+
+#endif // ORTC_DIALECT_ORTC_ORTCDIALECT_H

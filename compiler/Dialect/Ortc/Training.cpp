@@ -1,0 +1,51 @@
+//===- Training.cpp - Loss, optimizer updates, finiteness ----------------===//
+#include "compiler/Dialect/Ortc/Builders.h"
+
+using namespace mlir;
+
+namespace ortc {
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &types) {
+  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
+  types.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  auto logits = getLogits().getType();
+  auto labels = getLabels().getType();
+  if (logits.getRank() != 2 || labels.getRank() != 1 ||
+      labels.getDimSize(0) != logits.getDimSize(0))
+    return emitOpError("needs logits [N,C] and labels [N], got ")
+           << logits << " and " << labels;
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be 'mean' or 'sum'");
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                                   SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (dys[0])
+    grads[0] = SoftmaxCrossEntropyGradOp::create(
+        b, getLoc(), getLogits().getType(), getLogits(), getLabels(), dys[0],
+        getIgnoreIndexAttr(), getReductionAttr());
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  bool hasBuffer = static_cast<bool>(getMomentumBuffer());
+  if (hasBuffer != (getMomentum().convertToDouble() != 0.0))
+    return emitOpError("a momentum buffer is needed exactly when momentum != 0");
+  if (getNumResults() != (hasBuffer ? 2u : 1u))
+    return emitOpError("returns the parameter and, with momentum, the buffer");
+  for (Value r : getResults())
+    if (r.getType() != getParam().getType())
+      return emitOpError("results must have the parameter's type");
+  return success();
+}
+
+} // namespace ortc

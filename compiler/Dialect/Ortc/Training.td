@@ -1,0 +1,68 @@
+// Loss and training ops: cross-entropy and its gradient, optimizer updates gated by a
+// device-side flag, and the finiteness check that computes that flag.
+#ifndef ORTC_TRAINING_TD
+#define ORTC_TRAINING_TD
+
+include "compiler/Dialect/Ortc/OrtcBase.td"
+
+def Ortc_SoftmaxCrossEntropyOp : Ortc_Op<"softmax_cross_entropy", [Pure,
+    InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Mean cross-entropy of logits [N,C] against labels [N] (PyTorch semantics)";
+  let description = [{
+    `reduction` is "mean" (over rows whose label is not `ignore_index`) or "sum".
+    The result is a rank-0 tensor.
+  }];
+  let arguments = (ins Ortc_FloatTensor:$logits, Ortc_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs Ortc_FloatTensor:$loss);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, $loss)";
+  let hasVerifier = 1;
+}
+
+def Ortc_SoftmaxCrossEntropyGradOp : Ortc_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "dlogits of softmax_cross_entropy given the scalar dloss";
+  let arguments = (ins Ortc_FloatTensor:$logits, Ortc_IndexTensor:$labels,
+                       Ortc_FloatTensor:$dloss, OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, $result)";
+}
+
+def Ortc_AllFiniteOp : Ortc_Op<"all_finite", [Pure]> {
+  let summary = "True iff every element of every input is finite";
+  let arguments = (ins Variadic<Ortc_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[I1]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+}
+
+def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure]> {
+  let summary = "One torch.optim.SGD step of a parameter, skipped when !apply";
+  let description = [{
+    Returns the new parameter and, when momentum != 0, the new momentum buffer. `step`
+    is the 1-based step count (the first step seeds the buffer with the gradient).
+  }];
+  let arguments = (ins Ortc_FloatTensor:$param, Ortc_FloatTensor:$grad,
+                       Optional<Ortc_FloatTensor>:$momentum_buffer,
+                       0DTensorOf<[F32, F64]>:$lr, 0DTensorOf<[I64]>:$step,
+                       0DTensorOf<[I1]>:$apply,
+                       F64Attr:$momentum, F64Attr:$dampening, BoolAttr:$nesterov,
+                       F64Attr:$weight_decay);
+  let results = (outs Variadic<Ortc_FloatTensor>:$results);
+  let assemblyFormat = "$param `,` $grad (`,` $momentum_buffer^)? `lr` $lr `step` $step `apply` $apply attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Ortc_AdamWUpdateOp : Ortc_Op<"adamw_update", [Pure]> {
+  let summary = "One torch.optim.AdamW step (bias-corrected), skipped when !apply";
+  let arguments = (ins Ortc_FloatTensor:$param, Ortc_FloatTensor:$grad,
+                       Ortc_FloatTensor:$m, Ortc_FloatTensor:$v,
+                       0DTensorOf<[F32, F64]>:$lr, 0DTensorOf<[I64]>:$step,
+                       0DTensorOf<[I1]>:$apply,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Ortc_FloatTensor:$new_param, Ortc_FloatTensor:$new_m,
+                      Ortc_FloatTensor:$new_v);
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `apply` $apply attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // ORTC_TRAINING_TD

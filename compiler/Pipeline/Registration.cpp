@@ -1,0 +1,20 @@
+//===- Registration.cpp - Registers every ortc dialect and pass ----------===//
+#include "compiler/Pipeline/Registration.h"
+
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace ortc {
+
+void registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<OrtcDialect, mlir::func::FuncDialect>();
+}
+
+void registerAllPasses() {
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}
+
+} // namespace ortc

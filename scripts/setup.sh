@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what ortc needs on a Debian 12 machine: Debian packages for the C++ side and a
+# virtual environment (.venv, from /usr/bin/python3 so it sees Debian's torch) for the
+# Python references. Idempotent and quiet when nothing is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  python3-torch python3-numpy python3-venv)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# onnx (checker, reference, backend tests) and onnxruntime-training (which also provides the
+# `onnxruntime` inference module) for the Python-side references.
+PY_PKGS=("onnx>=1.16" "onnxruntime-training==1.19.*")
+if [[ ! -x .venv/bin/python ]]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+if ! .venv/bin/python -c "import onnx, onnxruntime, torch" 2>/dev/null; then
+  echo "setup: installing Python packages into .venv: ${PY_PKGS[*]}"
+  .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
+fi
