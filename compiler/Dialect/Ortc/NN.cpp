@@ -186,16 +186,17 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
   if (x.getRank() < 2)
     return emitOptionalError(loc, "BatchNorm input needs rank >= 2");
   auto stat = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
-  for (Value v : {adaptor.getScale(), adaptor.getBias()})
+  for (Value v : {adaptor.getScale(), adaptor.getBias(), adaptor.getRunningMean(),
+                  adaptor.getRunningVar()})
     if (v.getType() != stat)
-      return emitOptionalError(loc, "scale and bias must be ", stat);
+      return emitOptionalError(loc, "scale, bias and running stats must be ", stat);
   types.append({x, stat, stat});
   return success();
 }
 
 LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                               SmallVectorImpl<Value> &grads) {
-  grads.assign(3, Value());
+  grads.assign(5, Value());
   if (!dys[0])
     return success();
   auto g = BatchNormGradOp::create(b, getLoc(), TypeRange{getX().getType(),

@@ -82,10 +82,17 @@ def Ortc_AvgPoolGradOp : Ortc_Op<"avg_pool_grad", [Pure]> {
 def Ortc_BatchNormTrainOp : Ortc_Op<"batch_norm_train", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let summary = "BatchNorm on batch statistics: y, batch mean, biased batch variance";
+  let description = [{
+    `running_mean`/`running_var` are the running statistics this op maintains (ONNX:
+    new = running * momentum + batch * (1 - momentum)); the training pass writes that
+    update, with PyTorch's unbiased batch variance, and the eval step reads them.
+  }];
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
-                       Ortc_FloatTensor:$bias, F64Attr:$epsilon);
+                       Ortc_FloatTensor:$bias, Ortc_FloatTensor:$running_mean,
+                       Ortc_FloatTensor:$running_var, F64Attr:$epsilon,
+                       F64Attr:$momentum);
   let results = (outs Ortc_FloatTensor:$y, Ortc_FloatTensor:$mean, Ortc_FloatTensor:$var);
-  let assemblyFormat = "$x `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$x `,` $scale `,` $bias `,` $running_mean `,` $running_var attr-dict `:` functional-type(operands, results)";
 }
 
 def Ortc_BatchNormGradOp : Ortc_Op<"batch_norm_grad", [Pure]> {

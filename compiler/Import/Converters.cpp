@@ -1,0 +1,1285 @@
+//===- Converters.cpp - One small converter per ONNX op ------------------===//
+//
+// Each converter maps one ONNX node onto ortc ops, reading ONNX's attribute/input
+// forms for every opset from 7 to 23 (axes as attributes or as inputs, Split's
+// num_outputs...). Nodes whose inputs are all known at import time are evaluated on
+// the host, which is how shape subgraphs (Shape, ConstantOfShape, Range...) fold.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Import/ImportContext.h"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace mlir;
+
+namespace ortc {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+Shape shapeOf(RankedTensorType t) { return Shape(t.getShape().begin(), t.getShape().end()); }
+
+//===-- host evaluation ---------------------------------------------------===//
+
+/// Row-major strides of a shape.
+Shape stridesOf(const Shape &s) {
+  Shape st(s.size(), 1);
+  for (int i = (int)s.size() - 2; i >= 0; --i)
+    st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+/// Numpy broadcast of host tensors through `f`.
+HostTensor hostMap(const std::vector<const HostTensor *> &in, int32_t outType,
+                   const std::function<double(const std::vector<double> &)> &f) {
+  Shape shape;
+  for (auto *t : in) {
+    auto s = broadcastShapes(shape, t->shape);
+    shape.assign(s->begin(), s->end());
+  }
+  HostTensor out;
+  out.elemType = outType;
+  out.shape = shape;
+  int64_t n = numElements(shape);
+  Shape outStrides = stridesOf(shape);
+  std::vector<double> args(in.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      const HostTensor &t = *in[k];
+      size_t lead = shape.size() - t.shape.size();
+      Shape ts = stridesOf(t.shape);
+      int64_t idx = 0;
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        int64_t coord = (i / outStrides[d + lead]) % shape[d + lead];
+        idx += (t.shape[d] == 1 ? 0 : coord) * ts[d];
+      }
+      args[k] = t.data[idx];
+    }
+    out.data.push_back(f(args));
+  }
+  bool isInt = outType != onnx::TensorProto::FLOAT && outType != onnx::TensorProto::DOUBLE;
+  if (isInt)
+    for (double &d : out.data)
+      d = std::trunc(d);
+  return out;
+}
+
+/// Gathers host elements at `indices` (flat, into `src`) with a new shape.
+HostTensor hostTake(const HostTensor &src, const Shape &shape,
+                    const std::vector<int64_t> &indices) {
+  HostTensor out;
+  out.elemType = src.elemType;
+  out.shape = shape;
+  for (int64_t i : indices)
+    out.data.push_back(src.data[i]);
+  return out;
+}
+
+/// Flat source indices of a strided slice (normalised starts/sizes/steps).
+std::vector<int64_t> sliceIndices(const Shape &in, const Shape &starts, const Shape &sizes,
+                                  const Shape &steps) {
+  Shape st = stridesOf(in), outSt = stridesOf(sizes);
+  int64_t n = numElements(sizes);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t src = 0;
+    for (size_t d = 0; d < in.size(); ++d)
+      src += (starts[d] + ((i / outSt[d]) % sizes[d]) * steps[d]) * st[d];
+    idx.push_back(src);
+  }
+  return idx;
+}
+
+//===-- binders -----------------------------------------------------------===//
+
+/// Reads an int list that is an attribute before `inputOpset` and input `idx` after.
+LogicalResult intsFrom(NodeCtx &nc, const char *attrName, size_t idx, int64_t inputOpset,
+                       std::optional<Shape> &out) {
+  if (nc.ic.opset < inputOpset) {
+    out = nc.attrInts(attrName);
+    return success();
+  }
+  if (!nc.has(idx))
+    return success();
+  const HostTensor *c = nc.constant(idx);
+  if (!c)
+    return nc.fail(std::string(attrName) + " must be known at compile time (input '" +
+                   nc.node.input(idx) + "' is computed at run time)");
+  out = c->ints();
+  return success();
+}
+
+/// Normalises and sorts axes; fails on out-of-range or repeated axes.
+LogicalResult normAxes(NodeCtx &nc, Shape &axes, int64_t rank) {
+  for (int64_t &a : axes) {
+    if (a < -rank || a >= rank)
+      return nc.fail("axis " + std::to_string(a) + " out of range for rank " +
+                     std::to_string(rank));
+    a = normAxis(a, rank);
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return nc.fail("repeated axis");
+  return success();
+}
+
+Value reshape(NodeCtx &nc, Value v, const Shape &shape) {
+  return reshapeTo(nc.b, nc.loc, v, shape);
+}
+
+/// Broadcasts every input to the common shape; fails if they are incompatible.
+LogicalResult broadcastAll(NodeCtx &nc, std::vector<Value> &vals) {
+  Shape shape;
+  for (Value v : vals) {
+    auto s = broadcastShapes(shape, tensorTypeOf(v).getShape());
+    if (failed(s))
+      return nc.fail("inputs cannot be broadcast together");
+    shape.assign(s->begin(), s->end());
+  }
+  for (Value &v : vals)
+    v = broadcastTo(nc.b, nc.loc, v, shape);
+  return success();
+}
+
+//===-- elementwise -------------------------------------------------------===//
+
+template <typename OpT> LogicalResult unary(NodeCtx &nc) {
+  nc.setOutput(0, OpT::create(nc.b, nc.loc, nc.in(0)));
+  return success();
+}
+
+/// Host formula for the foldable unary ops.
+template <typename OpT>
+LogicalResult unaryFoldable(NodeCtx &nc, double (*f)(double)) {
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    nc.setOutputHost(0, hostMap({&x}, x.elemType, [f](auto &a) { return f(a[0]); }));
+    return success();
+  }
+  return unary<OpT>(nc);
+}
+
+LogicalResult convNeg(NodeCtx &nc) { return unaryFoldable<NegOp>(nc, [](double a) { return -a; }); }
+LogicalResult convSqrt(NodeCtx &nc) { return unaryFoldable<SqrtOp>(nc, [](double a) { return std::sqrt(a); }); }
+LogicalResult convNot(NodeCtx &nc) { return unaryFoldable<NotOp>(nc, [](double a) { return a ? 0.0 : 1.0; }); }
+
+LogicalResult convReciprocal(NodeCtx &nc) {
+  Value x = nc.in(0);
+  nc.setOutput(0, DivOp::create(nc.b, nc.loc, splatLike(nc.b, nc.loc, x, 1.0), x));
+  return success();
+}
+
+LogicalResult convGelu(NodeCtx &nc) {
+  std::string approx = nc.attrString("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    return nc.fail("unknown approximate='" + approx + "'");
+  nc.setOutput(0, GeluOp::create(nc.b, nc.loc, nc.in(0), approx == "tanh"));
+  return success();
+}
+
+LogicalResult convClip(NodeCtx &nc) {
+  std::optional<double> lo, hi;
+  if (nc.ic.opset < 11) {
+    if (nc.attr("min")) lo = nc.attrFloat("min", 0);
+    if (nc.attr("max")) hi = nc.attrFloat("max", 0);
+  } else {
+    for (size_t i : {1, 2}) {
+      if (!nc.has(i))
+        continue;
+      const HostTensor *c = nc.constant(i);
+      if (!c || c->numel() != 1)
+        return nc.fail("Clip bounds must be scalars known at compile time");
+      (i == 1 ? lo : hi) = c->data[0];
+    }
+  }
+  FloatAttr loA = lo ? nc.b.getF64FloatAttr(*lo) : FloatAttr();
+  FloatAttr hiA = hi ? nc.b.getF64FloatAttr(*hi) : FloatAttr();
+  nc.setOutput(0, ClipOp::create(nc.b, nc.loc, nc.in(0), loA, hiA));
+  return success();
+}
+
+LogicalResult convCast(NodeCtx &nc) {
+  int32_t to = nc.attrInt("to", 0);
+  Type elt = elementTypeOf(nc.ic.ctx, to);
+  if (!elt)
+    return nc.fail("cast to unsupported dtype " + onnxTypeName(to));
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    bool toBool = to == onnx::TensorProto::BOOL;
+    nc.setOutputHost(0, hostMap({&x}, to, [toBool](auto &a) {
+      return toBool ? (a[0] != 0 ? 1.0 : 0.0) : a[0];
+    }));
+    return success();
+  }
+  Value x = nc.in(0);
+  nc.setOutput(0, CastOp::create(nc.b, nc.loc, tensorTypeOf(x).clone(elt), x));
+  return success();
+}
+
+using HostFn = double (*)(double, double);
+
+/// A binary (or, for Min/Max/Sum, variadic) elementwise op with broadcasting.
+template <typename OpT, bool IsCompare = false>
+LogicalResult binary(NodeCtx &nc, HostFn f) {
+  if (nc.allHost()) {
+    std::vector<const HostTensor *> in;
+    for (size_t i = 0; i < nc.numInputs(); ++i)
+      in.push_back(nc.constant(i));
+    if (failed(broadcastShapes(in[0]->shape, in.back()->shape)))
+      return nc.fail("inputs cannot be broadcast together");
+    int32_t outType = IsCompare ? (int32_t)onnx::TensorProto::BOOL : in[0]->elemType;
+    nc.setOutputHost(0, hostMap(in, outType, [f](const std::vector<double> &a) {
+      double r = a[0];
+      for (size_t k = 1; k < a.size(); ++k)
+        r = f(r, a[k]);
+      return r;
+    }));
+    return success();
+  }
+  std::vector<Value> vals;
+  for (size_t i = 0; i < nc.numInputs(); ++i)
+    vals.push_back(nc.in(i));
+  if (failed(broadcastAll(nc, vals)))
+    return failure();
+  for (Value v : vals)
+    if (tensorTypeOf(v).getElementType() != tensorTypeOf(vals[0]).getElementType())
+      return nc.fail("inputs have different element types");
+  Value acc = vals[0];
+  for (size_t k = 1; k < vals.size(); ++k) {
+    if constexpr (IsCompare)
+      acc = OpT::create(nc.b, nc.loc, tensorTypeOf(acc).clone(nc.b.getI1Type()), acc,
+                        vals[k]);
+    else
+      acc = OpT::create(nc.b, nc.loc, acc, vals[k]);
+  }
+  nc.setOutput(0, acc);
+  return success();
+}
+
+LogicalResult convAdd(NodeCtx &nc) { return binary<AddOp>(nc, [](double a, double b) { return a + b; }); }
+LogicalResult convSub(NodeCtx &nc) { return binary<SubOp>(nc, [](double a, double b) { return a - b; }); }
+LogicalResult convMul(NodeCtx &nc) { return binary<MulOp>(nc, [](double a, double b) { return a * b; }); }
+LogicalResult convDiv(NodeCtx &nc) { return binary<DivOp>(nc, [](double a, double b) { return a / b; }); }
+LogicalResult convPow(NodeCtx &nc) {
+  // ONNX allows the exponent to have another element type: cast it to the base's.
+  if (!nc.allHost() && nc.type(1).getElementType() != nc.type(0).getElementType()) {
+    Value x = nc.in(0), e = nc.in(1);
+    e = CastOp::create(nc.b, nc.loc, tensorTypeOf(e).clone(tensorTypeOf(x).getElementType()), e);
+    std::vector<Value> vals{x, e};
+    if (failed(broadcastAll(nc, vals)))
+      return failure();
+    nc.setOutput(0, PowOp::create(nc.b, nc.loc, vals[0], vals[1]));
+    return success();
+  }
+  return binary<PowOp>(nc, [](double a, double b) { return std::pow(a, b); });
+}
+LogicalResult convMin(NodeCtx &nc) { return binary<MinOp>(nc, [](double a, double b) { return std::min(a, b); }); }
+LogicalResult convMax(NodeCtx &nc) { return binary<MaxOp>(nc, [](double a, double b) { return std::max(a, b); }); }
+LogicalResult convSum(NodeCtx &nc) { return binary<AddOp>(nc, [](double a, double b) { return a + b; }); }
+LogicalResult convEqual(NodeCtx &nc) { return binary<EqualOp, true>(nc, [](double a, double b) { return a == b ? 1.0 : 0.0; }); }
+LogicalResult convLess(NodeCtx &nc) { return binary<LessOp, true>(nc, [](double a, double b) { return a < b ? 1.0 : 0.0; }); }
+LogicalResult convGreater(NodeCtx &nc) { return binary<GreaterOp, true>(nc, [](double a, double b) { return a > b ? 1.0 : 0.0; }); }
+LogicalResult convAnd(NodeCtx &nc) { return binary<AndOp, true>(nc, [](double a, double b) { return a && b ? 1.0 : 0.0; }); }
+
+LogicalResult convWhere(NodeCtx &nc) {
+  if (nc.allHost()) {
+    const HostTensor *c = nc.constant(0), *x = nc.constant(1), *y = nc.constant(2);
+    nc.setOutputHost(0, hostMap({c, x, y}, x->elemType,
+                                [](auto &a) { return a[0] ? a[1] : a[2]; }));
+    return success();
+  }
+  std::vector<Value> vals{nc.in(0), nc.in(1), nc.in(2)};
+  if (failed(broadcastAll(nc, vals)))
+    return failure();
+  nc.setOutput(0, SelectOp::create(nc.b, nc.loc, vals[0], vals[1], vals[2]));
+  return success();
+}
+
+//===-- constants and shape subgraphs -------------------------------------===//
+
+LogicalResult hostFromTensorProto(NodeCtx &nc, const onnx::TensorProto &t, HostTensor &h) {
+  h.elemType = t.data_type();
+  h.shape.assign(t.dims().begin(), t.dims().end());
+  int64_t n = numElements(h.shape);
+  const std::string &raw = t.raw_data();
+  auto rd = [&](auto tag, size_t i) {
+    decltype(tag) v;
+    memcpy(&v, raw.data() + i * sizeof(v), sizeof(v));
+    return static_cast<double>(v);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      v = t.has_raw_data() ? rd(float(), i) : (i < t.float_data_size() ? t.float_data(i) : NAN);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      v = t.has_raw_data() ? rd(double(), i) : (i < t.double_data_size() ? t.double_data(i) : NAN);
+      break;
+    case onnx::TensorProto::INT64:
+      v = t.has_raw_data() ? rd(int64_t(), i) : (i < t.int64_data_size() ? (double)t.int64_data(i) : NAN);
+      break;
+    case onnx::TensorProto::INT32:
+      v = t.has_raw_data() ? rd(int32_t(), i) : (i < t.int32_data_size() ? t.int32_data(i) : NAN);
+      break;
+    case onnx::TensorProto::BOOL:
+      v = t.has_raw_data() ? rd(uint8_t(), i) : (i < t.int32_data_size() ? t.int32_data(i) : NAN);
+      break;
+    default:
+      return nc.fail("constant of unsupported dtype " + onnxTypeName(t.data_type()));
+    }
+    h.data.push_back(v);
+  }
+  size_t esize = t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ? 8
+                 : t.data_type() == onnx::TensorProto::BOOL ? 1 : 4;
+  if ((t.has_raw_data() && raw.size() != n * esize) ||
+      llvm::any_of(h.data, [](double d) { return std::isnan(d) && false; }))
+    return nc.fail("constant data does not match its shape");
+  if (!t.has_raw_data()) {
+    int64_t have = std::max({t.float_data_size(), t.double_data_size(), t.int64_data_size(),
+                             t.int32_data_size()});
+    if (have != n)
+      return nc.fail("constant has " + std::to_string(have) + " values for " +
+                     std::to_string(n) + " elements");
+  }
+  return success();
+}
+
+LogicalResult convConstant(NodeCtx &nc) {
+  HostTensor h;
+  if (auto *a = nc.attr("value")) {
+    if (failed(hostFromTensorProto(nc, a->t(), h)))
+      return failure();
+  } else if (auto *a = nc.attr("value_float")) {
+    h.data = {a->f()};
+  } else if (auto *a = nc.attr("value_floats")) {
+    h.shape = {a->floats_size()};
+    h.data.assign(a->floats().begin(), a->floats().end());
+  } else if (auto *a = nc.attr("value_int")) {
+    h.elemType = onnx::TensorProto::INT64;
+    h.data = {(double)a->i()};
+  } else if (auto *a = nc.attr("value_ints")) {
+    h.elemType = onnx::TensorProto::INT64;
+    h.shape = {a->ints_size()};
+    for (int64_t v : a->ints())
+      h.data.push_back((double)v);
+  } else {
+    return nc.fail("Constant without a supported value attribute");
+  }
+  if (!elementTypeOf(nc.ic.ctx, h.elemType))
+    return nc.fail("constant of unsupported dtype " + onnxTypeName(h.elemType));
+  nc.setOutputHost(0, std::move(h));
+  return success();
+}
+
+LogicalResult convConstantOfShape(NodeCtx &nc) {
+  const HostTensor *s = nc.constant(0);
+  if (!s)
+    return nc.fail("shape input must be known at compile time");
+  HostTensor h;
+  h.shape = s->ints();
+  for (int64_t d : h.shape)
+    if (d < 0)
+      return nc.fail("negative dim in shape");
+  double v = 0;
+  if (auto *a = nc.attr("value")) {
+    HostTensor val;
+    if (failed(hostFromTensorProto(nc, a->t(), val)) || val.numel() != 1)
+      return nc.fail("value must hold one element");
+    h.elemType = val.elemType;
+    v = val.data[0];
+  }
+  h.data.assign(numElements(h.shape), v);
+  nc.setOutputHost(0, std::move(h));
+  return success();
+}
+
+LogicalResult convShape(NodeCtx &nc) {
+  Shape s = shapeOf(nc.type(0));
+  int64_t rank = s.size();
+  int64_t start = nc.attrInt("start", 0), end = nc.attrInt("end", rank);
+  start = std::clamp(normAxis(start, rank), int64_t(0), rank);
+  end = std::clamp(normAxis(end, rank), int64_t(0), rank);
+  HostTensor h;
+  h.elemType = onnx::TensorProto::INT64;
+  for (int64_t i = start; i < end; ++i)
+    h.data.push_back((double)s[i]);
+  h.shape = {(int64_t)h.data.size()};
+  nc.setOutputHost(0, std::move(h));
+  return success();
+}
+
+LogicalResult convSize(NodeCtx &nc) {
+  HostTensor h;
+  h.elemType = onnx::TensorProto::INT64;
+  h.data = {(double)numElements(shapeOf(nc.type(0)))};
+  nc.setOutputHost(0, std::move(h));
+  return success();
+}
+
+LogicalResult convRange(NodeCtx &nc) {
+  const HostTensor *s = nc.constant(0), *l = nc.constant(1), *d = nc.constant(2);
+  if (!s || !l || !d)
+    return nc.fail("Range bounds must be known at compile time");
+  double start = s->data.at(0), limit = l->data.at(0), delta = d->data.at(0);
+  if (delta == 0)
+    return nc.fail("Range delta is zero");
+  int64_t n = std::max<int64_t>(std::ceil((limit - start) / delta), 0);
+  if (n > (int64_t(1) << 30))
+    return nc.fail("Range is too long");
+  HostTensor h;
+  h.elemType = s->elemType;
+  h.shape = {n};
+  for (int64_t i = 0; i < n; ++i)
+    h.data.push_back(start + i * delta);
+  nc.setOutputHost(0, std::move(h));
+  return success();
+}
+
+LogicalResult convIdentity(NodeCtx &nc) {
+  nc.ic.values[nc.node.output(0)] = nc.operand(0);
+  return success();
+}
+
+//===-- reshapes ----------------------------------------------------------===//
+
+/// Applies a computed shape to input 0, on the host when it is known.
+LogicalResult setReshaped(NodeCtx &nc, const Shape &shape) {
+  if (numElements(shape) != numElements(shapeOf(nc.type(0))))
+    return nc.fail("cannot reshape " + std::to_string(numElements(shapeOf(nc.type(0)))) +
+                   " elements to " + std::to_string(numElements(shape)));
+  if (nc.allHost()) {
+    HostTensor h = *nc.constant(0);
+    h.shape = shape;
+    nc.setOutputHost(0, std::move(h));
+    return success();
+  }
+  nc.setOutput(0, reshape(nc, nc.in(0), shape));
+  return success();
+}
+
+LogicalResult convReshape(NodeCtx &nc) {
+  std::optional<Shape> target;
+  if (failed(intsFrom(nc, "shape", 1, 5, target)) || !target)
+    return nc.fail("Reshape needs a shape known at compile time");
+  Shape in = shapeOf(nc.type(0)), out = *target;
+  bool allowZero = nc.attrInt("allowzero", 0);
+  int64_t infer = -1, known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowZero) {
+      if (i >= in.size())
+        return nc.fail("shape copies dim " + std::to_string(i) + " the input lacks");
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      if (infer >= 0)
+        return nc.fail("shape has more than one -1");
+      infer = i;
+    } else if (out[i] < 0) {
+      return nc.fail("negative dim " + std::to_string(out[i]) + " in shape");
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numElements(in) % known)
+      return nc.fail("cannot infer the -1 dim");
+    out[infer] = numElements(in) / known;
+  }
+  return setReshaped(nc, out);
+}
+
+LogicalResult convFlatten(NodeCtx &nc) {
+  Shape in = shapeOf(nc.type(0));
+  int64_t axis = normAxis(nc.attrInt("axis", 1), in.size());
+  if (axis < 0 || axis > (int64_t)in.size())
+    return nc.fail("axis out of range");
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < (int64_t)in.size(); ++i)
+    (i < axis ? a : b) *= in[i];
+  return setReshaped(nc, {a, b});
+}
+
+LogicalResult convSqueeze(NodeCtx &nc) {
+  std::optional<Shape> axes;
+  if (failed(intsFrom(nc, "axes", 1, 13, axes)))
+    return failure();
+  Shape in = shapeOf(nc.type(0)), out;
+  Shape ax = axes.value_or(Shape{});
+  if (failed(normAxes(nc, ax, in.size())))
+    return failure();
+  for (int64_t i = 0; i < (int64_t)in.size(); ++i) {
+    bool listed = llvm::is_contained(ax, i);
+    if (listed && in[i] != 1)
+      return nc.fail("cannot squeeze dim " + std::to_string(i) + " of size " +
+                     std::to_string(in[i]));
+    if (!(listed || (!axes && in[i] == 1)))
+      out.push_back(in[i]);
+  }
+  return setReshaped(nc, out);
+}
+
+LogicalResult convUnsqueeze(NodeCtx &nc) {
+  std::optional<Shape> axes;
+  if (failed(intsFrom(nc, "axes", 1, 13, axes)) || !axes)
+    return nc.fail("Unsqueeze needs axes known at compile time");
+  Shape in = shapeOf(nc.type(0));
+  int64_t rank = in.size() + axes->size();
+  Shape ax = *axes;
+  if (failed(normAxes(nc, ax, rank)))
+    return failure();
+  Shape out;
+  size_t k = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    out.push_back(llvm::is_contained(ax, i) ? 1 : in[k++]);
+  return setReshaped(nc, out);
+}
+
+LogicalResult convTranspose(NodeCtx &nc) {
+  int64_t rank = nc.type(0).getRank();
+  Shape perm;
+  if (auto p = nc.attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    if ((int64_t)perm.size() != rank)
+      return nc.fail("bad perm");
+    Shape out, st = stridesOf(x.shape);
+    for (int64_t p : perm)
+      out.push_back(x.shape.at(p));
+    Shape ost = stridesOf(out);
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        src += ((i / ost[d]) % out[d]) * st[perm[d]];
+      idx.push_back(src);
+    }
+    nc.setOutputHost(0, hostTake(x, out, idx));
+    return success();
+  }
+  auto op = nc.checked<TransposeOp>(1, nc.in(0), perm);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+LogicalResult convConcat(NodeCtx &nc) {
+  if (nc.numInputs() == 0)
+    return nc.fail("Concat without inputs");
+  int64_t rank = nc.type(0).getRank();
+  int64_t axis = nc.attrInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  if (nc.allHost()) {
+    HostTensor out;
+    out.elemType = nc.constant(0)->elemType;
+    out.shape = nc.constant(0)->shape;
+    out.shape[axis] = 0;
+    for (size_t i = 0; i < nc.numInputs(); ++i) {
+      const HostTensor *c = nc.constant(i);
+      if ((int64_t)c->shape.size() != rank)
+        return nc.fail("inputs differ in rank");
+      out.shape[axis] += c->shape[axis];
+    }
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= out.shape[d];
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t i = 0; i < nc.numInputs(); ++i) {
+        const HostTensor *c = nc.constant(i);
+        int64_t chunk = c->numel() / std::max<int64_t>(outer, 1);
+        out.data.insert(out.data.end(), c->data.begin() + o * chunk,
+                        c->data.begin() + (o + 1) * chunk);
+      }
+    nc.setOutputHost(0, std::move(out));
+    return success();
+  }
+  SmallVector<Value> vals;
+  for (size_t i = 0; i < nc.numInputs(); ++i)
+    if (nc.has(i) && numElements(shapeOf(nc.type(i))) > 0)
+      vals.push_back(nc.in(i));
+  if (vals.size() == 1) {
+    nc.setOutput(0, vals[0]);
+    return success();
+  }
+  auto op = nc.checked<ConcatOp>(1, ValueRange(vals), axis);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+/// ONNX Slice/Split semantics -> normalised (starts, sizes, steps) per dim.
+LogicalResult normaliseSlice(NodeCtx &nc, const Shape &in, const Shape &starts,
+                             const Shape &ends, Shape axes, const Shape &steps,
+                             Shape &oStarts, Shape &oSizes, Shape &oSteps) {
+  int64_t rank = in.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      (!steps.empty() && steps.size() != starts.size()))
+    return nc.fail("starts/ends/axes/steps differ in length");
+  oStarts.assign(rank, 0);
+  oSizes = in;
+  oSteps.assign(rank, 1);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = axes[k];
+    if (a < -rank || a >= rank)
+      return nc.fail("slice axis out of range");
+    a = normAxis(a, rank);
+    int64_t dim = in[a], step = steps.empty() ? 1 : steps[k];
+    if (step == 0)
+      return nc.fail("slice step is zero");
+    auto clampIdx = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0)
+        v = v <= INT64_MIN / 2 ? lo : v + dim;
+      return std::clamp(v, lo, hi);
+    };
+    int64_t s, e;
+    if (step > 0) {
+      s = clampIdx(starts[k], 0, dim);
+      e = clampIdx(ends[k], 0, dim);
+    } else {
+      s = clampIdx(starts[k], -1, dim - 1);
+      e = clampIdx(ends[k], -1, dim - 1);
+    }
+    int64_t size = step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
+    oStarts[a] = s;
+    oSizes[a] = std::max<int64_t>(size, 0);
+    oSteps[a] = step;
+    if (oSizes[a] == 0)
+      oStarts[a] = 0;
+  }
+  return success();
+}
+
+LogicalResult emitSlice(NodeCtx &nc, size_t outIdx, const Shape &starts,
+                        const Shape &sizes, const Shape &steps) {
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    nc.setOutputHost(outIdx, hostTake(x, sizes, sliceIndices(x.shape, starts, sizes, steps)));
+    return success();
+  }
+  Value x = nc.in(0);
+  if (shapeOf(tensorTypeOf(x)) == sizes) {
+    nc.setOutput(outIdx, x);
+    return success();
+  }
+  auto op = nc.checked<SliceOp>(1, x, starts, sizes, steps);
+  if (!op)
+    return failure();
+  nc.setOutput(outIdx, op);
+  return success();
+}
+
+LogicalResult convSlice(NodeCtx &nc) {
+  std::optional<Shape> starts, ends, axes, steps;
+  if (nc.ic.opset < 10) {
+    starts = nc.attrInts("starts");
+    ends = nc.attrInts("ends");
+    axes = nc.attrInts("axes");
+  } else if (failed(intsFrom(nc, "starts", 1, 10, starts)) ||
+             failed(intsFrom(nc, "ends", 2, 10, ends)) ||
+             failed(intsFrom(nc, "axes", 3, 10, axes)) ||
+             failed(intsFrom(nc, "steps", 4, 10, steps))) {
+    return failure();
+  }
+  if (!starts || !ends)
+    return nc.fail("Slice needs starts and ends known at compile time");
+  Shape s, z, st;
+  if (failed(normaliseSlice(nc, shapeOf(nc.type(0)), *starts, *ends,
+                            axes.value_or(Shape{}), steps.value_or(Shape{}), s, z, st)))
+    return failure();
+  return emitSlice(nc, 0, s, z, st);
+}
+
+LogicalResult convSplit(NodeCtx &nc) {
+  Shape in = shapeOf(nc.type(0));
+  int64_t rank = in.size();
+  int64_t axis = nc.attrInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  std::optional<Shape> split;
+  if (failed(intsFrom(nc, "split", 1, 13, split)))
+    return failure();
+  int64_t nOut = nc.node.output_size();
+  if (!split) {
+    // Equal parts; opset 18's num_outputs allows a smaller last part.
+    int64_t parts = nc.attrInt("num_outputs", nOut);
+    int64_t chunk = (in[axis] + parts - 1) / parts;
+    split.emplace();
+    for (int64_t i = 0, left = in[axis]; i < parts; ++i, left -= chunk)
+      split->push_back(std::min(chunk, left));
+  }
+  if ((int64_t)split->size() != nOut ||
+      std::accumulate(split->begin(), split->end(), int64_t(0)) != in[axis])
+    return nc.fail("split sizes do not add up to the axis size");
+  int64_t offset = 0;
+  for (int64_t i = 0; i < nOut; ++i) {
+    Shape starts(rank, 0), sizes = in, steps(rank, 1);
+    starts[axis] = offset;
+    sizes[axis] = (*split)[i];
+    offset += (*split)[i];
+    if (failed(emitSlice(nc, i, starts, sizes, steps)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult convGather(NodeCtx &nc) {
+  Shape data = shapeOf(nc.type(0));
+  int64_t rank = data.size();
+  int64_t axis = nc.attrInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0), &ix = *nc.constant(1);
+    Shape out(data.begin(), data.begin() + axis);
+    out.insert(out.end(), ix.shape.begin(), ix.shape.end());
+    out.insert(out.end(), data.begin() + axis + 1, data.end());
+    int64_t outer = numElements(Shape(data.begin(), data.begin() + axis));
+    int64_t inner = numElements(Shape(data.begin() + axis + 1, data.end()));
+    std::vector<int64_t> idx;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < ix.numel(); ++k) {
+        int64_t j = toInt64(ix.data[k]);
+        if (j < -data[axis] || j >= data[axis])
+          return nc.fail("index " + std::to_string(j) + " out of range");
+        j = j < 0 ? j + data[axis] : j;
+        for (int64_t i = 0; i < inner; ++i)
+          idx.push_back((o * data[axis] + j) * inner + i);
+      }
+    nc.setOutputHost(0, hostTake(x, out, idx));
+    return success();
+  }
+  if (const HostTensor *ix = nc.constant(1))
+    for (double d : ix->data)
+      if (toInt64(d) < -data[axis] || toInt64(d) >= data[axis])
+        return nc.fail("index " + std::to_string(toInt64(d)) + " out of range");
+  auto op = nc.checked<GatherOp>(1, nc.in(0), nc.in(1), axis);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+LogicalResult convExpand(NodeCtx &nc) {
+  const HostTensor *s = nc.constant(1);
+  if (!s)
+    return nc.fail("Expand needs a shape known at compile time");
+  auto shape = broadcastShapes(shapeOf(nc.type(0)), s->ints());
+  if (failed(shape))
+    return nc.fail("cannot expand to the given shape");
+  if (nc.allHost()) {
+    HostTensor t;
+    t.shape = Shape(shape->begin(), shape->end());
+    t.data.assign(numElements(t.shape), 0);
+    const HostTensor *x = nc.constant(0);
+    nc.setOutputHost(0, hostMap({x, &t}, x->elemType, [](auto &a) { return a[0]; }));
+    return success();
+  }
+  nc.setOutput(0, broadcastTo(nc.b, nc.loc, nc.in(0), *shape));
+  return success();
+}
+
+LogicalResult convTile(NodeCtx &nc) {
+  const HostTensor *r = nc.constant(1);
+  Shape in = shapeOf(nc.type(0));
+  if (!r || r->numel() != (int64_t)in.size())
+    return nc.fail("Tile needs one repeat per dim, known at compile time");
+  Shape reps = r->ints(), interleaved, expanded, out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (reps[i] < 0)
+      return nc.fail("negative repeat");
+    interleaved.insert(interleaved.end(), {1, in[i]});
+    expanded.insert(expanded.end(), {reps[i], in[i]});
+    out.push_back(reps[i] * in[i]);
+  }
+  Value x = reshape(nc, nc.in(0), interleaved);
+  x = broadcastTo(nc.b, nc.loc, x, expanded);
+  nc.setOutput(0, reshape(nc, x, out));
+  return success();
+}
+
+LogicalResult convTrilu(NodeCtx &nc) {
+  Shape in = shapeOf(nc.type(0));
+  if (in.size() < 2)
+    return nc.fail("Trilu needs rank >= 2");
+  int64_t k = 0;
+  if (nc.has(1)) {
+    const HostTensor *c = nc.constant(1);
+    if (!c)
+      return nc.fail("k must be known at compile time");
+    k = toInt64(c->data.at(0));
+  }
+  bool upper = nc.attrInt("upper", 1);
+  int64_t rows = in[in.size() - 2], cols = in.back();
+  HostTensor mask;
+  mask.elemType = onnx::TensorProto::BOOL;
+  mask.shape = {rows, cols};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.data.push_back((upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0);
+  if (nc.allHost()) {
+    const HostTensor *x = nc.constant(0);
+    HostTensor zero;
+    zero.data = {0};
+    nc.setOutputHost(0, hostMap({&mask, x, &zero}, x->elemType,
+                                [](auto &a) { return a[0] ? a[1] : a[2]; }));
+    return success();
+  }
+  Operand m;
+  m.type = RankedTensorType::get(mask.shape, nc.b.getI1Type());
+  m.host = mask;
+  Value x = nc.in(0);
+  Value cond = broadcastTo(nc.b, nc.loc, nc.ic.materialize(m, nc.loc), in);
+  nc.setOutput(0, SelectOp::create(nc.b, nc.loc, cond, x, splatLike(nc.b, nc.loc, x, 0)));
+  return success();
+}
+
+LogicalResult convPad(NodeCtx &nc) {
+  std::string mode = nc.attrString("mode", "constant");
+  if (mode != "constant")
+    return nc.fail("Pad mode '" + mode + "' is not supported (only constant)");
+  std::optional<Shape> pads;
+  if (failed(intsFrom(nc, "pads", 1, 11, pads)) || !pads)
+    return nc.fail("Pad needs pads known at compile time");
+  double value = nc.ic.opset < 11 ? nc.attrFloat("value", 0) : 0;
+  if (nc.has(2)) {
+    const HostTensor *c = nc.constant(2);
+    if (!c || c->numel() != 1)
+      return nc.fail("constant_value must be a scalar known at compile time");
+    value = c->data[0];
+  }
+  int64_t rank = nc.type(0).getRank();
+  Shape full(2 * rank, 0);
+  std::optional<Shape> axes;
+  if (nc.ic.opset >= 18 && failed(intsFrom(nc, "axes", 3, 18, axes)))
+    return failure();
+  Shape ax = axes.value_or(Shape{});
+  if (ax.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      ax.push_back(i);
+  if (pads->size() != 2 * ax.size())
+    return nc.fail("pads has the wrong length");
+  for (size_t i = 0; i < ax.size(); ++i) {
+    int64_t a = normAxis(ax[i], rank);
+    if (a < 0 || a >= rank)
+      return nc.fail("pad axis out of range");
+    full[a] = (*pads)[i];
+    full[a + rank] = (*pads)[i + ax.size()];
+  }
+  auto op = nc.checked<PadOp>(1, nc.in(0), full, APFloat(value));
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+//===-- reductions and softmax --------------------------------------------===//
+
+template <typename OpT> LogicalResult reduce(NodeCtx &nc, int64_t axesInputOpset) {
+  std::optional<Shape> axes;
+  if (failed(intsFrom(nc, "axes", 1, axesInputOpset, axes)))
+    return failure();
+  int64_t rank = nc.type(0).getRank();
+  bool keep = nc.attrInt("keepdims", 1);
+  Shape ax = axes.value_or(Shape{});
+  if (ax.empty()) {
+    if (nc.attrInt("noop_with_empty_axes", 0)) {
+      nc.ic.values[nc.node.output(0)] = nc.operand(0);
+      return success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      ax.push_back(i);
+  }
+  if (failed(normAxes(nc, ax, rank)))
+    return failure();
+  auto op = nc.checked<OpT>(1, nc.in(0), ax, keep);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+LogicalResult convReduceSum(NodeCtx &nc) { return reduce<ReduceSumOp>(nc, 13); }
+LogicalResult convReduceMean(NodeCtx &nc) { return reduce<ReduceMeanOp>(nc, 18); }
+LogicalResult convReduceMax(NodeCtx &nc) { return reduce<ReduceMaxOp>(nc, 18); }
+
+LogicalResult globalPool(NodeCtx &nc, bool isMax) {
+  int64_t rank = nc.type(0).getRank();
+  if (rank < 3)
+    return nc.fail("global pooling needs rank >= 3");
+  Shape ax;
+  for (int64_t i = 2; i < rank; ++i)
+    ax.push_back(i);
+  Value x = nc.in(0);
+  Value r = isMax ? Value(ReduceMaxOp::create(nc.b, nc.loc, x, ax, true))
+                  : Value(ReduceMeanOp::create(nc.b, nc.loc, x, ax, true));
+  nc.setOutput(0, r);
+  return success();
+}
+LogicalResult convGlobalAveragePool(NodeCtx &nc) { return globalPool(nc, false); }
+LogicalResult convGlobalMaxPool(NodeCtx &nc) { return globalPool(nc, true); }
+
+template <typename OpT> LogicalResult softmaxLike(NodeCtx &nc) {
+  Value x = nc.in(0);
+  Shape in = shapeOf(tensorTypeOf(x));
+  int64_t rank = in.size();
+  int64_t axis = nc.attrInt("axis", nc.ic.opset < 13 ? 1 : -1);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  if (nc.ic.opset >= 13) {
+    nc.setOutput(0, OpT::create(nc.b, nc.loc, x, axis));
+    return success();
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis`.
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? a : b) *= in[i];
+  Value r = OpT::create(nc.b, nc.loc, reshape(nc, x, {a, b}), 1);
+  nc.setOutput(0, reshape(nc, r, in));
+  return success();
+}
+LogicalResult convSoftmax(NodeCtx &nc) { return softmaxLike<SoftmaxOp>(nc); }
+LogicalResult convLogSoftmax(NodeCtx &nc) { return softmaxLike<LogSoftmaxOp>(nc); }
+
+//===-- GEMM, conv, pooling, normalisation --------------------------------===//
+
+LogicalResult convMatMul(NodeCtx &nc) {
+  Value a = nc.in(0), b = nc.in(1);
+  Shape sa = shapeOf(tensorTypeOf(a)), sb = shapeOf(tensorTypeOf(b));
+  if (sa.empty() || sb.empty())
+    return nc.fail("MatMul of a scalar");
+  bool vecA = sa.size() == 1, vecB = sb.size() == 1;
+  if (vecA) { sa.insert(sa.begin(), 1); a = reshape(nc, a, sa); }
+  if (vecB) { sb.push_back(1); b = reshape(nc, b, sb); }
+  int64_t m = sa[sa.size() - 2], n = sb.back();
+  if (sa.back() != sb[sb.size() - 2])
+    return nc.fail("contraction sizes differ: " + std::to_string(sa.back()) + " vs " +
+                   std::to_string(sb[sb.size() - 2]));
+  Shape batchA(sa.begin(), sa.end() - 2), batchB(sb.begin(), sb.end() - 2);
+  auto batch = broadcastShapes(batchA, batchB);
+  if (failed(batch))
+    return nc.fail("batch dims cannot be broadcast");
+  Shape outShape(batch->begin(), batch->end());
+  outShape.insert(outShape.end(), {m, n});
+  Value r;
+  if (sb.size() == 2 && sa.size() > 2) {
+    // [..., M, K] x [K, N]: one 2-D GEMM over the flattened rows, B not broadcast.
+    Value flat = reshape(nc, a, {numElements(sa) / sa.back(), sa.back()});
+    r = reshape(nc, MatMulOp::create(nc.b, nc.loc, flat, b, false, false), outShape);
+  } else {
+    Shape fa(batch->begin(), batch->end()), fb = fa;
+    fa.insert(fa.end(), {m, sa.back()});
+    fb.insert(fb.end(), {sb[sb.size() - 2], n});
+    auto padRank = [&](const Shape &s) {
+      Shape p(outShape.size() - s.size(), 1);
+      p.insert(p.end(), s.begin(), s.end());
+      return p;
+    };
+    a = broadcastTo(nc.b, nc.loc, reshape(nc, a, padRank(sa)), fa);
+    b = broadcastTo(nc.b, nc.loc, reshape(nc, b, padRank(sb)), fb);
+    r = MatMulOp::create(nc.b, nc.loc, a, b, false, false);
+  }
+  Shape final = outShape;
+  if (vecB) final.pop_back();
+  if (vecA) final.erase(final.end() - (vecB ? 1 : 2));
+  nc.setOutput(0, reshape(nc, r, final));
+  return success();
+}
+
+LogicalResult convGemm(NodeCtx &nc) {
+  Value a = nc.in(0), b = nc.in(1);
+  if (tensorTypeOf(a).getRank() != 2 || tensorTypeOf(b).getRank() != 2)
+    return nc.fail("Gemm needs 2-D A and B");
+  bool ta = nc.attrInt("transA", 0), tb = nc.attrInt("transB", 0);
+  double alpha = nc.attrFloat("alpha", 1.0), beta = nc.attrFloat("beta", 1.0);
+  auto mm = nc.checked<MatMulOp>(1, a, b, ta, tb);
+  if (!mm)
+    return failure();
+  Value y = mm;
+  if (alpha != 1.0)
+    y = scale(nc.b, nc.loc, y, alpha);
+  if (nc.has(2) && beta != 0.0) {
+    Value c = nc.in(2);
+    auto shape = broadcastShapes(tensorTypeOf(c).getShape(), tensorTypeOf(y).getShape());
+    if (failed(shape) || ArrayRef<int64_t>(*shape) != tensorTypeOf(y).getShape())
+      return nc.fail("C cannot be broadcast to the output");
+    if (beta != 1.0)
+      c = scale(nc.b, nc.loc, c, beta);
+    y = AddOp::create(nc.b, nc.loc, y, broadcastTo(nc.b, nc.loc, c, *shape));
+  }
+  nc.setOutput(0, y);
+  return success();
+}
+
+/// Window geometry of Conv/MaxPool/AveragePool, with auto_pad resolved.
+struct Window {
+  Shape kernel, strides, pads, dilations;
+};
+
+LogicalResult windowOf(NodeCtx &nc, const Shape &in, const Shape &kernel, Window &w) {
+  int64_t ns = kernel.size();
+  w.kernel = kernel;
+  w.strides = nc.attrInts("strides").value_or(Shape(ns, 1));
+  w.dilations = nc.attrInts("dilations").value_or(Shape(ns, 1));
+  w.pads = nc.attrInts("pads").value_or(Shape(2 * ns, 0));
+  if ((int64_t)w.strides.size() != ns || (int64_t)w.dilations.size() != ns ||
+      (int64_t)w.pads.size() != 2 * ns)
+    return nc.fail("strides/dilations/pads do not match the kernel rank");
+  std::string autoPad = nc.attrString("auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    w.pads.assign(2 * ns, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int64_t i = 0; i < ns; ++i) {
+      int64_t out = (in[i + 2] + w.strides[i] - 1) / w.strides[i];
+      int64_t total = std::max<int64_t>(
+          (out - 1) * w.strides[i] + (kernel[i] - 1) * w.dilations[i] + 1 - in[i + 2], 0);
+      int64_t small = total / 2, big = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : big;
+      w.pads[i + ns] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return nc.fail("unknown auto_pad '" + autoPad + "'");
+  }
+  return success();
+}
+
+LogicalResult convConv(NodeCtx &nc) {
+  Shape x = shapeOf(nc.type(0)), wShape = shapeOf(nc.type(1));
+  if (x.size() < 3 || x.size() > 5 || wShape.size() != x.size())
+    return nc.fail("Conv needs 1-3 spatial dims");
+  Window w;
+  if (failed(windowOf(nc, x, Shape(wShape.begin() + 2, wShape.end()), w)))
+    return failure();
+  Value bias = nc.has(2) ? nc.in(2) : Value();
+  auto op = nc.checked<ConvOp>(1, nc.in(0), nc.in(1), bias, w.strides, w.pads,
+                               w.dilations, nc.attrInt("group", 1));
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+template <typename OpT> LogicalResult pool(NodeCtx &nc) {
+  Shape x = shapeOf(nc.type(0));
+  auto kernel = nc.attrInts("kernel_shape");
+  if (!kernel || x.size() < 3 || x.size() > 5 || kernel->size() != x.size() - 2)
+    return nc.fail("pooling needs kernel_shape and 1-3 spatial dims");
+  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+    return nc.fail("the Indices output of MaxPool is not supported");
+  if (nc.attrInt("storage_order", 0))
+    return nc.fail("storage_order=1 is not supported");
+  Window w;
+  if (failed(windowOf(nc, x, *kernel, w)))
+    return failure();
+  if (std::is_same_v<OpT, AvgPoolOp> && llvm::any_of(w.dilations, [](int64_t d) { return d != 1; }))
+    return nc.fail("AveragePool with dilations is not supported");
+  auto op = nc.checked<OpT>(1, nc.in(0), w.kernel, w.strides, w.pads, w.dilations,
+                            (bool)nc.attrInt("ceil_mode", 0),
+                            (bool)nc.attrInt("count_include_pad", 0));
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+LogicalResult convMaxPool(NodeCtx &nc) { return pool<MaxPoolOp>(nc); }
+LogicalResult convAveragePool(NodeCtx &nc) { return pool<AvgPoolOp>(nc); }
+
+LogicalResult convBatchNorm(NodeCtx &nc) {
+  double eps = nc.attrFloat("epsilon", 1e-5), momentum = nc.attrFloat("momentum", 0.9);
+  bool training = nc.ic.opset >= 14 ? nc.attrInt("training_mode", 0) != 0
+                                    : nc.node.output_size() > 1;
+  Value x = nc.in(0);
+  if (tensorTypeOf(x).getRank() < 2)
+    return nc.fail("BatchNormalization needs rank >= 2");
+  Value args[] = {nc.in(1), nc.in(2), nc.in(3), nc.in(4)};
+  auto stat = RankedTensorType::get({tensorTypeOf(x).getDimSize(1)},
+                                    tensorTypeOf(x).getElementType());
+  for (Value v : args)
+    if (v.getType() != stat)
+      return nc.fail("scale, bias, mean and var must be tensors of type " +
+                     std::to_string(stat.getDimSize(0)) + " channels");
+  if (!training) {
+    nc.setOutput(0, BatchNormInferOp::create(nc.b, nc.loc, x.getType(), x, args[0],
+                                             args[1], args[2], args[3],
+                                             nc.b.getF64FloatAttr(eps)));
+    return success();
+  }
+  auto op = BatchNormTrainOp::create(nc.b, nc.loc, x, args[0], args[1], args[2], args[3],
+                                     APFloat(eps), APFloat(momentum));
+  nc.setOutput(0, op.getY());
+  return success();
+}
+
+LogicalResult convLayerNorm(NodeCtx &nc) {
+  Value x = nc.in(0);
+  int64_t rank = tensorTypeOf(x).getRank();
+  int64_t axis = nc.attrInt("axis", -1);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  Value bias = nc.has(2) ? nc.in(2) : Value();
+  Shape norm(tensorTypeOf(x).getShape().begin() + axis, tensorTypeOf(x).getShape().end());
+  // ONNX broadcasts scale/bias to the normalised shape.
+  Value sc = nc.in(1);
+  if (failed(broadcastShapes(tensorTypeOf(sc).getShape(), norm)))
+    return nc.fail("scale cannot be broadcast to the normalised shape");
+  sc = broadcastTo(nc.b, nc.loc, sc, norm);
+  if (bias)
+    bias = broadcastTo(nc.b, nc.loc, bias, norm);
+  auto op = nc.checked<LayerNormOp>(3, x, sc, bias, nc.b.getI64IntegerAttr(axis),
+                                    nc.b.getF64FloatAttr(nc.attrFloat("epsilon", 1e-5)));
+  if (!op)
+    return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    nc.setOutput(i, op->getResult(i));
+  return success();
+}
+
+LogicalResult convDropout(NodeCtx &nc) {
+  double ratio = nc.ic.opset < 12 ? nc.attrFloat("ratio", 0.5) : 0.5;
+  bool training = false;
+  if (nc.ic.opset >= 12) {
+    if (nc.has(1)) {
+      const HostTensor *r = nc.constant(1);
+      if (!r)
+        return nc.fail("ratio must be known at compile time");
+      ratio = r->data.at(0);
+    }
+    if (nc.has(2)) {
+      const HostTensor *t = nc.constant(2);
+      if (!t)
+        return nc.fail("training_mode must be known at compile time");
+      training = t->data.at(0) != 0;
+    }
+  }
+  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+    return nc.fail("the mask output of Dropout is not supported");
+  if (ratio < 0 || ratio >= 1)
+    return nc.fail("ratio must be in [0, 1)");
+  if (!training || ratio == 0) {
+    nc.ic.values[nc.node.output(0)] = nc.operand(0);
+    return success();
+  }
+  nc.setOutput(0, DropoutOp::create(nc.b, nc.loc, nc.in(0), nc.ic.seed, APFloat(ratio),
+                                    nc.ic.nextDropoutKey++));
+  return success();
+}
+
+LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
+  if (nc.has(2))
+    return nc.fail("class weights are not supported");
+  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+    return nc.fail("the log_prob output is not supported");
+  std::string reduction = nc.attrString("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum")
+    return nc.fail("reduction '" + reduction + "' is not supported");
+  Value logits = nc.in(0), labels = nc.in(1);
+  Shape ls = shapeOf(tensorTypeOf(logits)), ys = shapeOf(tensorTypeOf(labels));
+  if (ls.size() < 2 || ys.size() != ls.size() - 1 || ys[0] != ls[0])
+    return nc.fail("scores must be [N,C,...] and labels [N,...]");
+  if (ls.size() > 2) {
+    // [N,C,d...] -> [N,d...,C] -> [N*d..., C]
+    Shape perm{0};
+    for (size_t i = 2; i < ls.size(); ++i)
+      perm.push_back(i);
+    perm.push_back(1);
+    logits = TransposeOp::create(nc.b, nc.loc, logits, perm);
+    logits = reshape(nc, logits, {numElements(ls) / ls[1], ls[1]});
+    labels = reshape(nc, labels, {numElements(ys)});
+  }
+  IntegerAttr ignore;
+  if (nc.attr("ignore_index"))
+    ignore = nc.b.getI64IntegerAttr(nc.attrInt("ignore_index", 0));
+  nc.setOutput(0, SoftmaxCrossEntropyOp::create(nc.b, nc.loc, logits, labels, ignore,
+                                                nc.b.getStringAttr(reduction)));
+  return success();
+}
+
+} // namespace
+
+const std::map<std::string, ConverterInfo> &converterTable() {
+  static const std::map<std::string, ConverterInfo> table = {
+      {"Abs", {unary<AbsOp>, 7}},
+      {"Add", {convAdd, 7}},
+      {"And", {convAnd, 7}},
+      {"AveragePool", {convAveragePool, 7}},
+      {"BatchNormalization", {convBatchNorm, 7}},
+      {"Cast", {convCast, 7}},
+      {"Clip", {convClip, 7}},
+      {"Concat", {convConcat, 7}},
+      {"Constant", {convConstant, 7}},
+      {"ConstantOfShape", {convConstantOfShape, 9}},
+      {"Conv", {convConv, 7}},
+      {"Div", {convDiv, 7}},
+      {"Dropout", {convDropout, 7}},
+      {"Equal", {convEqual, 7}},
+      {"Erf", {unary<ErfOp>, 9}},
+      {"Exp", {unary<ExpOp>, 7}},
+      {"Expand", {convExpand, 8}},
+      {"Flatten", {convFlatten, 7}},
+      {"Gather", {convGather, 7}},
+      {"Gelu", {convGelu, 20}},
+      {"Gemm", {convGemm, 7}},
+      {"GlobalAveragePool", {convGlobalAveragePool, 7}},
+      {"GlobalMaxPool", {convGlobalMaxPool, 7}},
+      {"Greater", {convGreater, 7}},
+      {"Identity", {convIdentity, 7}},
+      {"LayerNormalization", {convLayerNorm, 17}},
+      {"Less", {convLess, 7}},
+      {"Log", {unary<LogOp>, 7}},
+      {"LogSoftmax", {convLogSoftmax, 7}},
+      {"MatMul", {convMatMul, 7}},
+      {"Max", {convMax, 7}},
+      {"MaxPool", {convMaxPool, 7}},
+      {"Min", {convMin, 7}},
+      {"Mul", {convMul, 7}},
+      {"Neg", {convNeg, 7}},
+      {"Not", {convNot, 7}},
+      {"Pad", {convPad, 7}},
+      {"Pow", {convPow, 7}},
+      {"Range", {convRange, 11}},
+      {"Reciprocal", {convReciprocal, 7}},
+      {"ReduceMax", {convReduceMax, 7}},
+      {"ReduceMean", {convReduceMean, 7}},
+      {"ReduceSum", {convReduceSum, 7}},
+      {"Relu", {unary<ReluOp>, 7}},
+      {"Reshape", {convReshape, 7}},
+      {"Shape", {convShape, 7}},
+      {"Sigmoid", {unary<SigmoidOp>, 7}},
+      {"Size", {convSize, 7}},
+      {"Slice", {convSlice, 7}},
+      {"Softmax", {convSoftmax, 7}},
+      {"SoftmaxCrossEntropyLoss", {convSoftmaxCrossEntropy, 12}},
+      {"Split", {convSplit, 7}},
+      {"Sqrt", {convSqrt, 7}},
+      {"Squeeze", {convSqueeze, 7}},
+      {"Sub", {convSub, 7}},
+      {"Sum", {convSum, 7}},
+      {"Tanh", {unary<TanhOp>, 7}},
+      {"Tile", {convTile, 7}},
+      {"Transpose", {convTranspose, 7}},
+      {"Trilu", {convTrilu, 14}},
+      {"Unsqueeze", {convUnsqueeze, 7}},
+      {"Where", {convWhere, 9}},
+  };
+  return table;
+}
+
+} // namespace ortc

@@ -1,0 +1,134 @@
+//===- ImportContext.h - State shared by the importer and converters -*- C++ -*-===//
+//
+// The importer keeps, for every ONNX value, either an MLIR value, a host constant
+// (shape data folded at import time) or a weight (an initializer, read with
+// `ortc.weight`). Op converters (Converters.cpp) see a node through `NodeCtx`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_IMPORT_IMPORTCONTEXT_H
+#define ORTC_IMPORT_IMPORTCONTEXT_H
+
+#include "compiler/Dialect/Ortc/Builders.h"
+#include "compiler/Import/OnnxImporter.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <optional>
+
+namespace ortc {
+
+/// A tensor known at import time. Data is kept as doubles (int64 values beyond 2^53
+/// only occur as "to the end" markers and are clamped when read back as integers).
+struct HostTensor {
+  int32_t elemType = onnx::TensorProto::FLOAT;
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+  int64_t numel() const { return numElements(shape); }
+  bool isFloat() const;
+  std::vector<int64_t> ints() const;
+};
+
+/// Clamps a double to int64 (INT64_MAX markers survive the round trip).
+int64_t toInt64(double v);
+
+/// What an ONNX value name stands for during import.
+struct Operand {
+  mlir::Value value;               ///< set when materialised in the IR
+  std::optional<HostTensor> host;  ///< set when known at import time
+  std::string weight;              ///< initializer name, if it is one
+  mlir::RankedTensorType type;
+  bool isTrainableCandidate() const {
+    return !weight.empty() && host && host->isFloat();
+  }
+};
+
+class ImportContext {
+public:
+  ImportContext(mlir::MLIRContext &ctx, WeightStore &weights)
+      : ctx(ctx), builder(&ctx), weights(weights) {}
+
+  mlir::MLIRContext &ctx;
+  mlir::OpBuilder builder;
+  WeightStore &weights;
+  std::map<std::string, Operand> values;
+  int64_t opset = 0;
+  mlir::Value seed;      ///< the dropout seed argument, when the model has Dropout
+  int64_t nextDropoutKey = 0;
+
+  /// The IR value of `op`, creating an `ortc.weight` or `ortc.constant` on demand.
+  mlir::Value materialize(Operand &op, mlir::Location loc);
+};
+
+/// MLIR element type of an ONNX element type, or null if ortc does not support it.
+mlir::Type elementTypeOf(mlir::MLIRContext &ctx, int32_t onnxType);
+/// The ONNX type name for messages ("FLOAT", "STRING"...).
+std::string onnxTypeName(int32_t onnxType);
+
+/// One node being converted.
+class NodeCtx {
+public:
+  NodeCtx(ImportContext &ic, const onnx::NodeProto &node, mlir::Location loc)
+      : ic(ic), node(node), loc(loc), b(ic.builder) {}
+
+  ImportContext &ic;
+  const onnx::NodeProto &node;
+  mlir::Location loc;
+  mlir::OpBuilder &b;
+  std::string error;
+
+  size_t numInputs() const { return node.input_size(); }
+  bool has(size_t i) const { return i < numInputs() && !node.input(i).empty(); }
+  Operand &operand(size_t i) { return ic.values.at(node.input(i)); }
+  mlir::Value in(size_t i) { return ic.materialize(operand(i), loc); }
+  mlir::RankedTensorType type(size_t i) { return operand(i).type; }
+  /// The import-time value of input i, or null if it is only known at run time.
+  const HostTensor *constant(size_t i) {
+    return has(i) && operand(i).host ? &*operand(i).host : nullptr;
+  }
+  /// True when every present input is known at import time and none is a float
+  /// weight (weights are never folded: that would stop them from training).
+  bool allHost();
+
+  const onnx::AttributeProto *attr(const std::string &name) const;
+  int64_t attrInt(const std::string &name, int64_t dflt) const;
+  double attrFloat(const std::string &name, double dflt) const;
+  std::string attrString(const std::string &name, const std::string &dflt) const;
+  std::optional<std::vector<int64_t>> attrInts(const std::string &name) const;
+
+  /// Creates an op whose result types come from its shape rule; when the rule
+  /// rejects the operands (a bad model), records its message and returns null
+  /// instead of aborting like the inferring builders do.
+  template <typename OpT, typename... Args>
+  OpT checked(unsigned numResults, Args &&...args) {
+    llvm::SmallVector<mlir::Type> none(numResults, b.getNoneType());
+    OpT op = OpT::create(b, loc, mlir::TypeRange(none), std::forward<Args>(args)...);
+    llvm::SmallVector<mlir::Type> types;
+    if (mlir::failed(OpT::inferReturnTypes(
+            b.getContext(), loc, op->getOperands(), op->getRawDictionaryAttrs(),
+            op->getPropertiesStorage(), op->getRegions(), types))) {
+      op->erase();
+      (void)fail("operands do not fit the op's shape rule");
+      return nullptr;
+    }
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
+    return op;
+  }
+
+  void setOutput(size_t i, mlir::Value v);
+  void setOutputHost(size_t i, HostTensor t);
+  /// Records an error about this node and returns failure.
+  mlir::LogicalResult fail(const llvm::Twine &msg);
+};
+
+using Converter = mlir::LogicalResult (*)(NodeCtx &);
+struct ConverterInfo {
+  Converter fn;
+  int64_t minOpset;
+};
+/// The converters by ONNX op type (default domain).
+const std::map<std::string, ConverterInfo> &converterTable();
+
+} // namespace ortc
+
+#endif // ORTC_IMPORT_IMPORTCONTEXT_H

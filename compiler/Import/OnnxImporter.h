@@ -1,0 +1,51 @@
+//===- OnnxImporter.h - ONNX protobuf -> ortc dialect ----------*- C++ -*-===//
+//
+// Reads an ONNX model (binary protobuf or `.onnxtxt` text format) into a module holding
+// `func.func @forward` over the ortc dialect, with every initializer as a named
+// `ortc.global` whose bytes stay outside the IR (in the returned WeightStore).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_IMPORT_ONNXIMPORTER_H
+#define ORTC_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ortc {
+
+/// The data of one weight, as raw little-endian bytes in the global's element type.
+struct WeightData {
+  std::vector<int64_t> shape;
+  std::string dtype; ///< "f32", "f64", "i64", "i32", "bool", "f16", "bf16"
+  std::vector<char> bytes;
+};
+
+/// Weights by symbol name (the ONNX initializer name).
+using WeightStore = std::map<std::string, WeightData>;
+
+struct ImportOptions {
+  /// Values for symbolic dims (`--dim NAME=N`).
+  std::map<std::string, int64_t> dims;
+  /// Whole input shapes (`--shape INPUT=AxBxC`), overriding the model's.
+  std::map<std::string, std::vector<int64_t>> shapes;
+};
+
+/// Imports `path`. On failure returns null and sets `error` to one message that lists
+/// every problem found (unsupported ops, unbound dims, bad dtypes...) with node names.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &ctx,
+                                                  const std::string &path,
+                                                  const ImportOptions &options,
+                                                  WeightStore &weights,
+                                                  std::string &error);
+
+/// Bytes per element of a dtype name ("f32" -> 4).
+int64_t dtypeSize(const std::string &dtype);
+
+} // namespace ortc
+
+#endif // ORTC_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,73 @@
+//===- Options.h - What `ortc build` was asked to do -----------*- C++ -*-===//
+//
+// Plain C++ (no MLIR headers) so that the CLI's main.cpp, which pays for CLI11's
+// heavy header, does not also pay for MLIR's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_PIPELINE_OPTIONS_H
+#define ORTC_PIPELINE_OPTIONS_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ortc {
+
+/// The phases of a build, in order. One list drives the pipeline builder, the
+/// `--stop-after` flag and the dump file names (`<n>-<phase>-<pass>.mlir`).
+#define ORTC_PHASES(X)                                                         \
+  X(Import, "import")                                                          \
+  X(Training, "training")                                                      \
+  X(Schedule, "schedule")                                                      \
+  X(Codegen, "codegen")                                                        \
+  X(Package, "package")
+
+enum class Phase {
+#define ORTC_PHASE_ENUM(e, s) e,
+  ORTC_PHASES(ORTC_PHASE_ENUM)
+#undef ORTC_PHASE_ENUM
+};
+
+/// "import", "training"...
+const char *phaseName(Phase p);
+/// Every phase name, in order (for help text and validation).
+std::vector<std::string> phaseNames();
+std::optional<Phase> parsePhase(const std::string &name);
+
+struct BuildOptions {
+  std::string model;
+  std::string output;
+  std::string target = "cpu";
+  std::vector<std::string> arch;
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::vector<int64_t>> shapes;
+
+  // Training.
+  std::string loss = "cross_entropy"; ///< cross_entropy | mse | none
+  std::string labels = "labels";
+  std::string logits;                 ///< which output the loss reads
+  std::optional<int64_t> ignoreIndex;
+  std::string lossOutput;             ///< for --loss none
+  std::string optimizer = "sgd";      ///< sgd | adamw
+  double momentum = 0.0, dampening = 0.0, weightDecay = -1.0; ///< -1: optimizer default
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clipGradNorm = 0.0;
+  std::vector<std::string> freeze;
+
+  // Pipeline control and debugging.
+  std::optional<Phase> stopAfter;
+  bool emitMlir = false;
+  std::vector<std::string> dumpAfter; ///< pass names, or "all"
+  std::string dumpDir;
+  bool timing = false;
+};
+
+/// Runs `ortc build`; returns the process exit code (0 ok, 1 bad model or options).
+int runBuild(const BuildOptions &options);
+
+} // namespace ortc
+
+#endif // ORTC_PIPELINE_OPTIONS_H

@@ -1,0 +1,237 @@
+//===- Pipeline.cpp - Phases and the `ortc build` driver -----------------===//
+//
+// Algorithm of `ortc build`:
+//  1. import the model (compiler/Import) — a phase of its own, dumped as
+//     `00-import-onnx.mlir`;
+//  2. for each later phase, build its pass pipeline and run it, writing a numbered
+//     dump after every pass that --dump-after selects;
+//  3. stop after --stop-after (printing the IR), or hand the result to codegen and
+//     packaging.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Pipeline/Pipeline.h"
+#include "compiler/Pipeline/Registration.h"
+#include "compiler/Import/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <set>
+
+using namespace mlir;
+
+namespace ortc {
+
+const char *phaseName(Phase p) {
+  switch (p) {
+#define ORTC_PHASE_CASE(e, s)                                                  \
+  case Phase::e:                                                               \
+    return s;
+    ORTC_PHASES(ORTC_PHASE_CASE)
+#undef ORTC_PHASE_CASE
+  }
+  return "?";
+}
+
+std::vector<std::string> phaseNames() {
+  return {
+#define ORTC_PHASE_NAME(e, s) s,
+      ORTC_PHASES(ORTC_PHASE_NAME)
+#undef ORTC_PHASE_NAME
+  };
+}
+
+std::optional<Phase> parsePhase(const std::string &name) {
+  int i = 0;
+  for (const std::string &n : phaseNames()) {
+    if (n == name)
+      return static_cast<Phase>(i);
+    ++i;
+  }
+  return std::nullopt;
+}
+
+bool phaseHasPasses(Phase phase) {
+  return phase == Phase::Import || phase == Phase::Training;
+}
+
+void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &options) {
+  switch (phase) {
+  case Phase::Import:
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    break;
+  default:
+    break;
+  }
+}
+
+namespace {
+
+/// Writes `<n>-<phase>-<pass>.mlir` after each selected pass.
+class DumpInstrumentation : public PassInstrumentation {
+public:
+  DumpInstrumentation(std::string dir, std::set<std::string> passes, int &counter,
+                      Phase &phase)
+      : dir(std::move(dir)), passes(std::move(passes)), counter(counter), phase(phase) {}
+
+  void runAfterPass(Pass *pass, Operation *op) override {
+    std::string arg = pass->getArgument().str();
+    if (!passes.count("all") && !passes.count(arg))
+      return;
+    write(arg, op);
+  }
+
+  void write(const std::string &passName, Operation *op) {
+    char prefix[8];
+    snprintf(prefix, sizeof prefix, "%02d", counter++);
+    std::string path =
+        dir + "/" + prefix + "-" + phaseName(phase) + "-" + passName + ".mlir";
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      llvm::errs() << "ortc: warning: cannot write dump " << path << ": "
+                   << ec.message() << "\n";
+      return;
+    }
+    op->print(os);
+  }
+
+private:
+  std::string dir;
+  std::set<std::string> passes;
+  int &counter;
+  Phase &phase;
+};
+
+/// Writes `text` to `path` through a temporary file and a rename.
+bool writeAtomically(const std::string &path, const std::string &text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec) {
+      llvm::errs() << "ortc: error: cannot write " << path << ": " << ec.message() << "\n";
+      return false;
+    }
+    os << text;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    llvm::errs() << "ortc: error: cannot write " << path << "\n";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int runBuild(const BuildOptions &options) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+
+  // Everything a dump request names must be a pass that exists.
+  std::set<std::string> dumpPasses(options.dumpAfter.begin(), options.dumpAfter.end());
+  if (!dumpPasses.empty()) {
+    if (options.dumpDir.empty()) {
+      llvm::errs() << "ortc: error: --dump-after needs --dump-dir DIR\n";
+      return 1;
+    }
+    std::set<std::string> known{"all", "onnx"};
+    for (int p = 0; p <= static_cast<int>(Phase::Package); ++p) {
+      PassManager pm(&ctx);
+      buildPhasePipeline(static_cast<Phase>(p), pm, options);
+      for (Pass &pass : pm.getPasses())
+        known.insert(pass.getArgument().str());
+    }
+    for (const std::string &name : dumpPasses)
+      if (!known.count(name)) {
+        std::string list;
+        for (const std::string &k : known)
+          list += " " + k;
+        llvm::errs() << "ortc: error: --dump-after " << name
+                     << ": no such pass in this build (passes:" << list << ")\n";
+        return 1;
+      }
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.dumpDir)) {
+      llvm::errs() << "ortc: error: cannot create " << options.dumpDir << ": "
+                   << ec.message() << "\n";
+      return 1;
+    }
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  ImportOptions importOptions{options.dims, options.shapes};
+  WeightStore weights;
+  std::string error;
+  OwningOpRef<ModuleOp> module =
+      importOnnxModel(ctx, options.model, importOptions, weights, error);
+  if (!module) {
+    llvm::errs() << "ortc: error: " << error << "\n";
+    return 1;
+  }
+  double importMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (options.timing)
+    llvm::errs() << "ortc: import: " << llvm::format("%.2f", importMs) << " ms\n";
+
+  int counter = 0;
+  Phase current = Phase::Import;
+  auto dumper = dumpPasses.empty()
+                    ? nullptr
+                    : std::make_unique<DumpInstrumentation>(options.dumpDir, dumpPasses,
+                                                            counter, current);
+  if (dumper && (dumpPasses.count("all") || dumpPasses.count("onnx")))
+    dumper->write("onnx", *module);
+
+  Phase last = options.stopAfter.value_or(Phase::Package);
+  for (int p = 0; p <= static_cast<int>(last); ++p) {
+    current = static_cast<Phase>(p);
+    if (!phaseHasPasses(current)) {
+      llvm::errs() << "ortc: error: phase '" << phaseName(current)
+                   << "' is not implemented yet; use --stop-after "
+                   << phaseName(static_cast<Phase>(p - 1)) << "\n";
+      return 1;
+    }
+    PassManager pm(&ctx);
+    buildPhasePipeline(current, pm, options);
+    if (dumper) {
+      // The pass manager owns its instrumentations: hand it a forwarding copy.
+      struct Forward : PassInstrumentation {
+        DumpInstrumentation &d;
+        explicit Forward(DumpInstrumentation &d) : d(d) {}
+        void runAfterPass(Pass *pass, Operation *op) override { d.runAfterPass(pass, op); }
+      };
+      pm.addInstrumentation(std::make_unique<Forward>(*dumper));
+    }
+    if (options.timing)
+      pm.enableTiming();
+    if (failed(pm.run(*module)))
+      return 1; // the failing pass reported its diagnostic
+  }
+
+  if (options.stopAfter || options.emitMlir) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    if (options.output.empty()) {
+      llvm::outs() << text;
+      return 0;
+    }
+    return writeAtomically(options.output, text) ? 0 : 1;
+  }
+  return 0;
+}
+
+} // namespace ortc
