@@ -1,0 +1,1718 @@
+//===- ortc_kernels.h - Portable CPU kernels for ortc -----------*- C++ -*-===//
+//
+// Why this file exists: the CPU backend of ortc emits C++ for every training
+// step, and a reference interpreter checks that code. Both need the same
+// heavy primitives (convolution, pooling, normalisation, softmax, losses,
+// optimizers, ...). Keeping them in one header-only template library means
+// that generated code (float) and the interpreter (double and float) share a
+// single implementation with a single set of semantics, and that a compiled
+// model needs nothing at run time except the C++ standard library, OpenMP
+// (optional) and OpenBLAS's cblas.
+//
+// Conventions:
+//  * Tensors are dense, row-major and contiguous. Shapes are passed as
+//    `const int64_t *dims, int rank`.
+//  * Index tensors (gather indices, class labels) are int64_t; booleans are
+//    uint8_t.
+//  * Results of the loops here never depend on the number of OpenMP threads:
+//    every reduction is done in a fixed order (no `reduction(+:...)` on
+//    floating point). GEMM-based kernels (matmul, conv) are as deterministic
+//    as the OpenBLAS build is.
+//  * Sums and statistics are accumulated in double, also for T = float.
+//  * The code compiles and is correct with and without -fopenmp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H
+#define ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+// `#pragma omp ...` written through _Pragma so that builds without -fopenmp
+// see no unknown pragmas (and no -Wunknown-pragmas warnings).
+#if defined(_OPENMP)
+#define ORTC_KERN_PRAGMA(x) _Pragma(#x)
+#else
+#define ORTC_KERN_PRAGMA(x)
+#endif
+/// Parallelise the following `for` loop when `work` (roughly the number of
+/// scalar operations it performs) is large enough to amortise a fork/join.
+#define ORTC_KERN_PARALLEL_FOR(work)                                           \
+  ORTC_KERN_PRAGMA(omp parallel for schedule(static) if (                      \
+      (work) > ::ortc::kern::detail::kParallelWork))
+
+namespace ortc {
+namespace kern {
+
+namespace detail {
+/// std::type_identity (C++20) for C++17.
+template <typename T> struct TypeIdentity { using type = T; };
+} // namespace detail
+
+/// `T` in a non-deduced context. Used for scalar and nullable-pointer
+/// parameters so that T is deduced from the tensor arguments only: callers
+/// may pass `nullptr`, or a double literal to a float kernel.
+template <typename T> using NoDeduce = typename detail::TypeIdentity<T>::type;
+
+namespace detail {
+
+/// Minimum amount of work (scalar operations) for a loop to go parallel.
+constexpr int64_t kParallelWork = int64_t(1) << 15;
+
+/// Product of dims[0..n); 1 for n <= 0.
+inline int64_t product(const int64_t *dims, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i)
+    p *= dims[i];
+  return p;
+}
+
+/// Row-major strides of a contiguous tensor with the given dims.
+inline std::vector<int64_t> stridesOf(const int64_t *dims, int rank) {
+  std::vector<int64_t> s(rank > 0 ? rank : 1, 1);
+  int64_t acc = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    s[d] = acc;
+    acc *= dims[d];
+  }
+  return s;
+}
+
+/// Offset sum_d coord_d * strides[d] of the `row`-th element of the index
+/// space dims[0..n) (row-major enumeration).
+inline int64_t rowOffset(int64_t row, const int64_t *dims,
+                         const int64_t *strides, int n) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; --d) {
+    int64_t c = row % dims[d];
+    row /= dims[d];
+    off += c * strides[d];
+  }
+  return off;
+}
+
+/// Bit-level finiteness test (robust under -ffast-math, unlike std::isfinite).
+inline bool isFiniteBits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return (b & 0x7f800000u) != 0x7f800000u;
+}
+inline bool isFiniteBits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return (b & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+
+/// Bit-level NaN test (robust under -ffast-math).
+inline bool isNaNBits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return (b & 0x7fffffffu) > 0x7f800000u;
+}
+inline bool isNaNBits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return (b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+
+/// Range [lo, hi) of output positions o in [0, outLen) for which the input
+/// coordinate o * stride + offset lies inside [0, inLen). stride > 0.
+inline void validRange(int64_t outLen, int64_t stride, int64_t offset,
+                       int64_t inLen, int64_t &lo, int64_t &hi) {
+  // o * stride + offset >= 0  <=>  o >= ceil(-offset / stride).
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  // o * stride + offset < inLen  <=>  o < ceil((inLen - offset) / stride).
+  int64_t room = inLen - offset;
+  hi = room <= 0 ? 0 : (room + stride - 1) / stride;
+  lo = std::min(lo, outLen);
+  hi = std::min(hi, outLen);
+  if (hi < lo)
+    hi = lo;
+}
+
+/// Spatial geometry normalised to exactly three spatial dims: the real
+/// dims are right-aligned and the missing leading ones are size 1.
+struct Spatial3 {
+  int64_t in[3], k[3], out[3], s[3], p[3], d[3];
+  int64_t inSize, kSize, outSize;
+};
+
+/// Builds a Spatial3 from the first nSpatial entries of the arrays.
+inline Spatial3 toSpatial3(int nSpatial, const int64_t *in,
+                           const int64_t *kernel, const int64_t *out,
+                           const int64_t *stride, const int64_t *padBegin,
+                           const int64_t *dilation) {
+  Spatial3 g;
+  int off = 3 - nSpatial;
+  for (int i = 0; i < 3; ++i) {
+    if (i < off) {
+      g.in[i] = g.k[i] = g.out[i] = g.s[i] = g.d[i] = 1;
+      g.p[i] = 0;
+    } else {
+      int j = i - off;
+      g.in[i] = in[j];
+      g.k[i] = kernel[j];
+      g.out[i] = out[j];
+      g.s[i] = stride[j];
+      g.p[i] = padBegin[j];
+      g.d[i] = dilation[j];
+    }
+  }
+  g.inSize = g.in[0] * g.in[1] * g.in[2];
+  g.kSize = g.k[0] * g.k[1] * g.k[2];
+  g.outSize = g.out[0] * g.out[1] * g.out[2];
+  return g;
+}
+
+/// im2col for one image and `C` channels: col is [C * kSize, outSize] with
+/// row (c, kd, kh, kw) and column (od, oh, ow); out-of-input taps are zero.
+template <typename T>
+void im2col(const T *x, int64_t C, const Spatial3 &g, T *col) {
+  const int64_t rows = C * g.kSize;
+  const int64_t P = g.outSize;
+  const int64_t plane12 = g.out[1] * g.out[2];
+  ORTC_KERN_PARALLEL_FOR(rows * P)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t c = r / g.kSize, kk = r % g.kSize;
+    const int64_t kd = kk / (g.k[1] * g.k[2]);
+    const int64_t kh = (kk / g.k[2]) % g.k[1];
+    const int64_t kw = kk % g.k[2];
+    const T *src = x + c * g.inSize;
+    T *dst = col + r * P;
+    int64_t wlo, whi;
+    validRange(g.out[2], g.s[2], kw * g.d[2] - g.p[2], g.in[2], wlo, whi);
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+      T *dplane = dst + od * plane12;
+      if (id < 0 || id >= g.in[0]) {
+        std::fill(dplane, dplane + plane12, T(0));
+        continue;
+      }
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+        T *drow = dplane + oh * g.out[2];
+        if (ih < 0 || ih >= g.in[1]) {
+          std::fill(drow, drow + g.out[2], T(0));
+          continue;
+        }
+        const T *srow = src + (id * g.in[1] + ih) * g.in[2];
+        const int64_t base = kw * g.d[2] - g.p[2];
+        for (int64_t ow = 0; ow < wlo; ++ow)
+          drow[ow] = T(0);
+        if (g.s[2] == 1) {
+          for (int64_t ow = wlo; ow < whi; ++ow)
+            drow[ow] = srow[ow + base];
+        } else {
+          for (int64_t ow = wlo; ow < whi; ++ow)
+            drow[ow] = srow[ow * g.s[2] + base];
+        }
+        for (int64_t ow = whi; ow < g.out[2]; ++ow)
+          drow[ow] = T(0);
+      }
+    }
+  }
+}
+
+/// Adjoint of im2col: x[c, ...] += col entries mapping to it. Parallel over
+/// channels only, so no two threads touch the same element of x.
+template <typename T>
+void col2imAdd(const T *col, int64_t C, const Spatial3 &g, T *x) {
+  const int64_t P = g.outSize;
+  ORTC_KERN_PARALLEL_FOR(C * g.kSize * P)
+  for (int64_t c = 0; c < C; ++c) {
+    T *dstPlane = x + c * g.inSize;
+    for (int64_t kk = 0; kk < g.kSize; ++kk) {
+      const int64_t kd = kk / (g.k[1] * g.k[2]);
+      const int64_t kh = (kk / g.k[2]) % g.k[1];
+      const int64_t kw = kk % g.k[2];
+      const T *src = col + (c * g.kSize + kk) * P;
+      int64_t wlo, whi;
+      const int64_t base = kw * g.d[2] - g.p[2];
+      validRange(g.out[2], g.s[2], base, g.in[2], wlo, whi);
+      for (int64_t od = 0; od < g.out[0]; ++od) {
+        const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+        if (id < 0 || id >= g.in[0])
+          continue;
+        for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+          const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+          if (ih < 0 || ih >= g.in[1])
+            continue;
+          T *drow = dstPlane + (id * g.in[1] + ih) * g.in[2];
+          const T *srow = src + (od * g.out[1] + oh) * g.out[2];
+          for (int64_t ow = wlo; ow < whi; ++ow)
+            drow[ow * g.s[2] + base] += srow[ow];
+        }
+      }
+    }
+  }
+}
+
+/// True when the convolution is a plain 1x1 matrix product (no im2col).
+inline bool isPointwise(const Spatial3 &g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i])
+      return false;
+  return true;
+}
+
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+/// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, where op(A) is
+/// [M, K] (A stored [K, M] when transA) and op(B) is [K, N] (B stored [N, K]
+/// when transB); lda/ldb/ldc are row strides. Thin wrapper over cblas_sgemm.
+/// M == 0 or N == 0 is a no-op; K == 0 gives C = beta * C (C = 0 if beta == 0).
+inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                 float alpha, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+              static_cast<int>(ldc));
+}
+
+/// Double-precision overload of gemm (cblas_dgemm); same semantics.
+inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                 double alpha, const double *A, int64_t lda, const double *B,
+                 int64_t ldb, double beta, double *C, int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[i * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+              static_cast<int>(ldc));
+}
+
+/// Batched matmul with explicit batch strides (in elements) for A and B; a
+/// stride of 0 broadcasts that operand over the batch (torch.matmul
+/// broadcasting of a 2-d operand). C is contiguous [batch, M, N]:
+/// C[b] = op(A[b]) @ op(B[b]) (+ C[b] when accumulate). A[b] is [M, K]
+/// ([K, M] when transA), B[b] is [K, N] ([N, K] when transB).
+template <typename T>
+void matmulStrided(const T *A, int64_t strideA, const T *B, int64_t strideB,
+                   T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                   bool transA, bool transB, bool accumulate = false) {
+  const int64_t lda = transA ? M : K;
+  const int64_t ldb = transB ? K : N;
+  const T beta = accumulate ? T(1) : T(0);
+  if (batch <= 0)
+    return;
+  // Shared B and untransposed, batch-contiguous A: one tall GEMM.
+  if (strideB == 0 && !transA && (batch == 1 || strideA == M * K)) {
+    gemm(false, transB, batch * M, N, K, T(1), A, lda, B, ldb, beta, C, N);
+    return;
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    gemm(transA, transB, M, N, K, T(1), A + b * strideA, lda, B + b * strideB,
+         ldb, beta, C + b * M * N, N);
+}
+
+/// Batched matmul, torch.bmm semantics with optional transposes:
+/// C[b] = op(A[b]) @ op(B[b]) for b < batch, where A is [batch, M, K]
+/// ([batch, K, M] when transA), B is [batch, K, N] ([batch, N, K] when
+/// transB) and C is [batch, M, N]. With accumulate, C[b] += ... (beta = 1).
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
+            int64_t K, bool transA, bool transB, bool accumulate = false) {
+  matmulStrided(A, M * K, B, K * N, C, batch, M, N, K, transA, transB,
+                accumulate);
+}
+
+//===----------------------------------------------------------------------===//
+// Layout kernels
+//===----------------------------------------------------------------------===//
+
+/// numpy/torch.broadcast_to: out (shape outDims) = in (shape inDims)
+/// broadcast. Both shapes have the same rank; inDims[d] is either
+/// outDims[d] or 1 (broadcast dimension). rank 0 copies one element.
+template <typename T>
+void broadcastTo(const T *in, const int64_t *inDims, T *out,
+                 const int64_t *outDims, int rank) {
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> st(rank);
+  int64_t acc = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    st[d] = inDims[d] == 1 ? 0 : acc;
+    acc *= inDims[d];
+  }
+  const int64_t inner = outDims[rank - 1];
+  const int64_t rows = detail::product(outDims, rank - 1);
+  const bool innerBroadcast = st[rank - 1] == 0;
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *src = in + detail::rowOffset(r, outDims, st.data(), rank - 1);
+    T *dst = out + r * inner;
+    if (innerBroadcast)
+      std::fill(dst, dst + inner, src[0]);
+    else
+      std::copy(src, src + inner, dst);
+  }
+}
+
+/// Reduction kinds of `reduce`.
+enum class ReduceKind { Sum, Mean, Max };
+
+/// ONNX ReduceSum / ReduceMean / ReduceMax with keepdims=1 (torch.sum /
+/// mean / amax with keepdim=True): `in` has shape dims[0..rank); `axes`
+/// (nAxes entries, negative values count from the end, duplicates allowed)
+/// are reduced; `out` has shape dims with every reduced axis set to 1 (the
+/// caller reshapes for keepdims=0). nAxes == 0 reduces nothing (copy).
+/// Sum/Mean accumulate in double. Max propagates NaN (like torch.amax).
+/// Empty reductions give Sum = 0, Mean = NaN, Max = -inf.
+template <typename T>
+void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
+            int nAxes, T *out, ReduceKind kind) {
+  std::vector<char> isRed(rank > 0 ? rank : 1, 0);
+  for (int i = 0; i < nAxes; ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a >= 0 && a < rank)
+      isRed[a] = 1;
+  }
+  int64_t outCount = 1, redCount = 1;
+  for (int d = 0; d < rank; ++d)
+    (isRed[d] ? redCount : outCount) *= dims[d];
+  if (outCount == 0)
+    return;
+  if (redCount == 0) {
+    T v = kind == ReduceKind::Sum    ? T(0)
+          : kind == ReduceKind::Mean ? std::numeric_limits<T>::quiet_NaN()
+                                     : -std::numeric_limits<T>::infinity();
+    std::fill(out, out + outCount, v);
+    return;
+  }
+  // Canonicalise: drop size-1 dims, merge runs of kept / reduced dims.
+  std::vector<int64_t> sz;
+  std::vector<char> rd;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] == 1)
+      continue;
+    if (!sz.empty() && rd.back() == isRed[d])
+      sz.back() *= dims[d];
+    else {
+      sz.push_back(dims[d]);
+      rd.push_back(isRed[d]);
+    }
+  }
+  const int m = static_cast<int>(sz.size());
+  if (m == 0 || redCount == 1) {
+    std::copy(in, in + outCount, out);
+    return;
+  }
+  std::vector<int64_t> st = detail::stridesOf(sz.data(), m);
+  const int64_t L = sz[m - 1];
+  const bool lastRed = rd[m - 1] != 0;
+  // Outer kept / reduced dims (excluding the innermost merged dim).
+  std::vector<int64_t> kDims, kStr, rDims, rStr;
+  for (int k = 0; k < m - 1; ++k) {
+    (rd[k] ? rDims : kDims).push_back(sz[k]);
+    (rd[k] ? rStr : kStr).push_back(st[k]);
+  }
+  const int64_t R = detail::product(rDims.data(), (int)rDims.size());
+  std::vector<int64_t> redOff(R);
+  for (int64_t j = 0; j < R; ++j)
+    redOff[j] =
+        detail::rowOffset(j, rDims.data(), rStr.data(), (int)rDims.size());
+  const double invCount = 1.0 / static_cast<double>(redCount);
+  const int nk = static_cast<int>(kDims.size());
+  if (lastRed) {
+    const int64_t nOut = outCount;
+    ORTC_KERN_PARALLEL_FOR(nOut * R * L)
+    for (int64_t o = 0; o < nOut; ++o) {
+      const T *base = in + detail::rowOffset(o, kDims.data(), kStr.data(), nk);
+      if (kind == ReduceKind::Max) {
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < R; ++j) {
+          const T *p = base + redOff[j];
+          for (int64_t l = 0; l < L; ++l)
+            if (p[l] > mx || detail::isNaNBits(p[l]))
+              mx = p[l];
+        }
+        out[o] = mx;
+      } else {
+        double s = 0;
+        for (int64_t j = 0; j < R; ++j) {
+          const T *p = base + redOff[j];
+          for (int64_t l = 0; l < L; ++l)
+            s += static_cast<double>(p[l]);
+        }
+        out[o] = static_cast<T>(kind == ReduceKind::Mean ? s * invCount : s);
+      }
+    }
+    return;
+  }
+  // Innermost dim kept: accumulate blocks of it across the reduced offsets.
+  constexpr int64_t kBlock = 256;
+  const int64_t rows = outCount / L;
+  const int64_t nBlocks = (L + kBlock - 1) / kBlock;
+  const int64_t tasks = rows * nBlocks;
+  ORTC_KERN_PARALLEL_FOR(rows * R * L)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t row = t / nBlocks, blk = t % nBlocks;
+    const int64_t l0 = blk * kBlock, l1 = std::min(L, l0 + kBlock);
+    const T *base =
+        in + detail::rowOffset(row, kDims.data(), kStr.data(), nk) + l0;
+    T *dst = out + row * L + l0;
+    const int64_t n = l1 - l0;
+    if (kind == ReduceKind::Max) {
+      for (int64_t l = 0; l < n; ++l)
+        dst[l] = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < R; ++j) {
+        const T *p = base + redOff[j];
+        for (int64_t l = 0; l < n; ++l)
+          if (p[l] > dst[l] || detail::isNaNBits(p[l]))
+            dst[l] = p[l];
+      }
+    } else {
+      double acc[kBlock];
+      for (int64_t l = 0; l < n; ++l)
+        acc[l] = 0;
+      for (int64_t j = 0; j < R; ++j) {
+        const T *p = base + redOff[j];
+        for (int64_t l = 0; l < n; ++l)
+          acc[l] += static_cast<double>(p[l]);
+      }
+      for (int64_t l = 0; l < n; ++l)
+        dst[l] = static_cast<T>(kind == ReduceKind::Mean ? acc[l] * invCount
+                                                         : acc[l]);
+    }
+  }
+}
+
+/// ONNX Transpose / torch.permute(...).contiguous(): out has dims
+/// outDims[i] = dims[perm[i]] and out[c_0..c_{r-1}] = in[x] with
+/// x[perm[i]] = c_i.
+template <typename T>
+void transpose(const T *in, const int64_t *dims, int rank, const int64_t *perm,
+               T *out) {
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> inSt = detail::stridesOf(dims, rank);
+  std::vector<int64_t> oDims(rank), src(rank);
+  for (int i = 0; i < rank; ++i) {
+    oDims[i] = dims[perm[i]];
+    src[i] = inSt[perm[i]];
+  }
+  const int64_t inner = oDims[rank - 1];
+  const int64_t rows = detail::product(oDims.data(), rank - 1);
+  const int64_t is = src[rank - 1];
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *s = in + detail::rowOffset(r, oDims.data(), src.data(), rank - 1);
+    T *d = out + r * inner;
+    if (is == 1)
+      std::copy(s, s + inner, d);
+    else
+      for (int64_t i = 0; i < inner; ++i)
+        d[i] = s[i * is];
+  }
+}
+
+/// ONNX Concat / torch.cat along one axis. Input i is viewed as
+/// [outer, axisSizes[i], inner] (inner = product of the dims after the axis);
+/// out is [outer, sum(axisSizes), inner].
+template <typename T>
+void concat(const T *const *ins, const int64_t *axisSizes, int nIn,
+            int64_t outer, int64_t inner, T *out) {
+  int64_t total = 0;
+  for (int i = 0; i < nIn; ++i)
+    total += axisSizes[i];
+  const int64_t outRow = total * inner;
+  ORTC_KERN_PARALLEL_FOR(outer * outRow)
+  for (int64_t o = 0; o < outer; ++o) {
+    T *dst = out + o * outRow;
+    for (int i = 0; i < nIn; ++i) {
+      const int64_t n = axisSizes[i] * inner;
+      std::copy(ins[i] + o * n, ins[i] + o * n + n, dst);
+      dst += n;
+    }
+  }
+}
+
+/// ONNX Split / torch.split along one axis (inverse of concat, also its
+/// gradient): `in` is [outer, sum(axisSizes), inner]; output i is
+/// [outer, axisSizes[i], inner].
+template <typename T>
+void split(const T *in, const int64_t *axisSizes, int nOut, int64_t outer,
+           int64_t inner, T *const *outs) {
+  int64_t total = 0;
+  for (int i = 0; i < nOut; ++i)
+    total += axisSizes[i];
+  const int64_t inRow = total * inner;
+  ORTC_KERN_PARALLEL_FOR(outer * inRow)
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = in + o * inRow;
+    for (int i = 0; i < nOut; ++i) {
+      const int64_t n = axisSizes[i] * inner;
+      std::copy(src, src + n, outs[i] + o * n);
+      src += n;
+    }
+  }
+}
+
+/// ONNX Slice (after normalisation): out[c] = in[starts + c * steps] per
+/// dimension, for c in [0, outDims). starts are already clamped to valid
+/// positions; steps are non-zero and may be negative. Every dimension is
+/// described (use start 0, step 1, outDim = inDim for untouched axes).
+template <typename T>
+void slice(const T *in, const int64_t *inDims, int rank, const int64_t *starts,
+           const int64_t *steps, T *out, const int64_t *outDims) {
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> st = detail::stridesOf(inDims, rank);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    base += starts[d] * st[d];
+    st[d] *= steps[d];
+  }
+  const int64_t inner = outDims[rank - 1];
+  const int64_t rows = detail::product(outDims, rank - 1);
+  const int64_t is = st[rank - 1];
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *s = in + base + detail::rowOffset(r, outDims, st.data(), rank - 1);
+    T *d = out + r * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      d[i] = s[i * is];
+  }
+}
+
+/// Gradient of `slice`: dx (shape inDims) is zero-filled, then
+/// dx[starts + c * steps] = dy[c] for every c in [0, outDims) (the sliced
+/// positions are distinct, so this is also the scatter-add).
+template <typename T>
+void sliceGrad(const T *dy, const int64_t *outDims, int rank,
+               const int64_t *starts, const int64_t *steps, T *dx,
+               const int64_t *inDims) {
+  const int64_t inCount = detail::product(inDims, rank);
+  std::fill(dx, dx + inCount, T(0));
+  if (rank == 0) {
+    dx[0] = dy[0];
+    return;
+  }
+  std::vector<int64_t> st = detail::stridesOf(inDims, rank);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    base += starts[d] * st[d];
+    st[d] *= steps[d];
+  }
+  const int64_t inner = outDims[rank - 1];
+  const int64_t rows = detail::product(outDims, rank - 1);
+  const int64_t is = st[rank - 1];
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    T *d = dx + base + detail::rowOffset(r, outDims, st.data(), rank - 1);
+    const T *s = dy + r * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      d[i * is] = s[i];
+  }
+}
+
+/// ONNX Pad mode="constant" / torch.nn.functional.pad(value=...): out
+/// (shape outDims) holds in shifted by padsBegin along every dim, i.e.
+/// out[c] = in[c - padsBegin] where that is inside `in`, else `value`.
+/// Negative pads crop. outDims = inDims + padsBegin + padsEnd.
+template <typename T>
+void pad(const T *in, const int64_t *inDims, int rank, const int64_t *padsBegin,
+         NoDeduce<T> value, T *out, const int64_t *outDims) {
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> st = detail::stridesOf(inDims, rank);
+  const int64_t inner = outDims[rank - 1];
+  const int64_t rows = detail::product(outDims, rank - 1);
+  const int64_t pb = padsBegin[rank - 1];
+  int64_t lo, hi;
+  detail::validRange(inner, 1, -pb, inDims[rank - 1], lo, hi);
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    T *d = out + r * inner;
+    int64_t rem = r, off = 0;
+    bool inside = true;
+    for (int k = rank - 2; k >= 0; --k) {
+      const int64_t c = rem % outDims[k] - padsBegin[k];
+      rem /= outDims[k];
+      if (c < 0 || c >= inDims[k]) {
+        inside = false;
+        break;
+      }
+      off += c * st[k];
+    }
+    if (!inside) {
+      std::fill(d, d + inner, value);
+      continue;
+    }
+    const T *s = in + off;
+    for (int64_t i = 0; i < lo; ++i)
+      d[i] = value;
+    for (int64_t i = lo; i < hi; ++i)
+      d[i] = s[i - pb];
+    for (int64_t i = hi; i < inner; ++i)
+      d[i] = value;
+  }
+}
+
+/// ONNX Gather / torch.index_select along `axis` (negative counts from the
+/// end) with a flattened index tensor of nIdx entries: data is viewed as
+/// [outer, dims[axis], inner] and out as [outer, nIdx, inner] with
+/// out[o, j, i] = data[o, idx[j], i]. Negative indices wrap once (idx +
+/// dims[axis]). Returns false, writing nothing, if an index is outside
+/// [-dims[axis], dims[axis]).
+template <typename T>
+bool gather(const T *data, const int64_t *dims, int rank, int axis,
+            const int64_t *idx, int64_t nIdx, T *out) {
+  if (axis < 0)
+    axis += rank;
+  const int64_t outer = detail::product(dims, axis);
+  const int64_t A = dims[axis];
+  const int64_t inner = detail::product(dims + axis + 1, rank - axis - 1);
+  for (int64_t j = 0; j < nIdx; ++j)
+    if (idx[j] < -A || idx[j] >= A)
+      return false;
+  const int64_t rows = outer * nIdx;
+  ORTC_KERN_PARALLEL_FOR(rows * inner)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r / nIdx, j = r % nIdx;
+    const int64_t k = idx[j] < 0 ? idx[j] + A : idx[j];
+    const T *s = data + (o * A + k) * inner;
+    std::copy(s, s + inner, out + r * inner);
+  }
+  return true;
+}
+
+/// Gradient of `gather` w.r.t. data: dx (shape dataDims) is zero-filled,
+/// then dx[o, idx[j], i] += dy[o, j, i]; repeated indices accumulate (in
+/// increasing j, independent of the thread count; no races). Returns false,
+/// writing nothing, on an out-of-range index.
+template <typename T>
+bool gatherGrad(const T *dy, const int64_t *dataDims, int rank, int axis,
+                const int64_t *idx, int64_t nIdx, T *dx) {
+  if (axis < 0)
+    axis += rank;
+  const int64_t outer = detail::product(dataDims, axis);
+  const int64_t A = dataDims[axis];
+  const int64_t inner = detail::product(dataDims + axis + 1, rank - axis - 1);
+  for (int64_t j = 0; j < nIdx; ++j)
+    if (idx[j] < -A || idx[j] >= A)
+      return false;
+  std::fill(dx, dx + outer * A * inner, T(0));
+  // Tasks own disjoint column blocks of one outer slice of dx.
+  constexpr int64_t kBlock = 64;
+  const int64_t nBlocks = (inner + kBlock - 1) / kBlock;
+  const int64_t tasks = outer * nBlocks;
+  ORTC_KERN_PARALLEL_FOR(outer * nIdx * inner)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t o = t / nBlocks, blk = t % nBlocks;
+    const int64_t i0 = blk * kBlock, i1 = std::min(inner, i0 + kBlock);
+    for (int64_t j = 0; j < nIdx; ++j) {
+      const int64_t k = idx[j] < 0 ? idx[j] + A : idx[j];
+      T *d = dx + (o * A + k) * inner;
+      const T *s = dy + (o * nIdx + j) * inner;
+      for (int64_t i = i0; i < i1; ++i)
+        d[i] += s[i];
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+/// Geometry of an N-d convolution (nSpatial = 1, 2 or 3; only the first
+/// nSpatial entries of the arrays are read). x is [N, C, in...], w is
+/// [M, C / group, kernel...], y is [N, M, out...]. Output position o of a
+/// spatial dim reads input o * stride - padBegin + k * dilation; taps
+/// outside [0, in) read zero (so end padding, including "ceil-mode" style
+/// extra outputs, is implied by `out`).
+struct ConvGeom {
+  int nSpatial;
+  int64_t N, C, M /*out channels*/, group;
+  int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+};
+
+/// ONNX Conv / torch.nn.functional.conv{1,2,3}d (cross-correlation) with
+/// groups: y[n, m, o] = bias[m] + sum_{c in group(m), k} w[m, c, k] *
+/// x[n, c, o * stride - padBegin + k * dilation]. bias may be null.
+/// Implemented as im2col + GEMM per image and group.
+template <typename T>
+void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
+                 const ConvGeom &geom) {
+  const detail::Spatial3 s =
+      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
+                         geom.stride, geom.padBegin, geom.dilation);
+  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
+  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const bool direct = detail::isPointwise(s);
+  std::vector<T> col(direct ? 0 : static_cast<size_t>(Kd * P));
+  for (int64_t n = 0; n < geom.N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const T *xg = x + (n * geom.C + g * Cg) * s.inSize;
+      const T *cp = xg;
+      if (!direct) {
+        detail::im2col(xg, Cg, s, col.data());
+        cp = col.data();
+      }
+      gemm(false, false, Mg, P, Kd, T(1), w + g * Mg * Kd, Kd, cp, P, T(0),
+           y + (n * geom.M + g * Mg) * P, P);
+    }
+  }
+  if (bias) {
+    const int64_t planes = geom.N * geom.M;
+    ORTC_KERN_PARALLEL_FOR(planes * P)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const T b = bias[pl % geom.M];
+      T *yp = y + pl * P;
+      for (int64_t i = 0; i < P; ++i)
+        yp[i] += b;
+    }
+  }
+}
+
+/// Gradient of convForward w.r.t. x (torch.nn.grad.conv*d_input): dx =
+/// conv_transpose(dy, w) with the same geometry; dx is fully overwritten
+/// (input positions no window reads get 0).
+template <typename T>
+void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
+  const detail::Spatial3 s =
+      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
+                         geom.stride, geom.padBegin, geom.dilation);
+  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
+  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const bool direct = detail::isPointwise(s);
+  if (!direct)
+    std::fill(dx, dx + geom.N * geom.C * s.inSize, T(0));
+  std::vector<T> col(direct ? 0 : static_cast<size_t>(Kd * P));
+  for (int64_t n = 0; n < geom.N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const T *dyg = dy + (n * geom.M + g * Mg) * P;
+      T *dxg = dx + (n * geom.C + g * Cg) * s.inSize;
+      const T *wg = w + g * Mg * Kd;
+      if (direct) {
+        gemm(true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), dxg, P);
+      } else {
+        gemm(true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), col.data(), P);
+        detail::col2imAdd(col.data(), Cg, s, dxg);
+      }
+    }
+  }
+}
+
+/// Gradient of convForward w.r.t. w (torch.nn.grad.conv*d_weight):
+/// dw[m, c, k] = sum_{n, o} dy[n, m, o] * x[n, c, o * stride - padBegin +
+/// k * dilation]; dw is fully overwritten. The bias gradient (sum of dy over
+/// N and spatial dims) is left to the caller (`reduce`).
+template <typename T>
+void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
+  const detail::Spatial3 s =
+      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
+                         geom.stride, geom.padBegin, geom.dilation);
+  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
+  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const bool direct = detail::isPointwise(s);
+  if (geom.N == 0 || P == 0) {
+    std::fill(dw, dw + geom.M * Kd, T(0));
+    return;
+  }
+  std::vector<T> col(direct ? 0 : static_cast<size_t>(Kd * P));
+  for (int64_t n = 0; n < geom.N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const T *xg = x + (n * geom.C + g * Cg) * s.inSize;
+      const T *cp = xg;
+      if (!direct) {
+        detail::im2col(xg, Cg, s, col.data());
+        cp = col.data();
+      }
+      gemm(false, true, Mg, Kd, P, T(1), dy + (n * geom.M + g * Mg) * P, P, cp,
+           P, n == 0 ? T(0) : T(1), dw + g * Mg * Kd, Kd);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+/// Geometry of N-d pooling (nSpatial = 1, 2 or 3; only the first nSpatial
+/// entries are read). x is [N, C, in...], y is [N, C, out...]; output o of a
+/// spatial dim covers taps o * stride - padBegin + k * dilation, k <
+/// kernel. `out` may include ceil-mode extra windows. countIncludePad only
+/// matters for average pooling.
+struct PoolGeom {
+  int nSpatial;
+  int64_t N, C;
+  int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  bool countIncludePad;
+};
+
+namespace detail {
+
+/// Spatial3 of a pooling geometry.
+inline Spatial3 toSpatial3(const PoolGeom &g) {
+  return toSpatial3(g.nSpatial, g.in, g.kernel, g.out, g.stride, g.padBegin,
+                    g.dilation);
+}
+
+/// Index (within the plane) of the window maximum of output (od, oh, ow),
+/// or -1 when no tap lies inside the input. Same rule as PyTorch: start at
+/// the first in-bounds tap, move on `v > max || isnan(v)`, so ties go to the
+/// first maximal tap in row-major window order; padding never wins.
+template <typename T>
+int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t od, int64_t oh,
+                   int64_t ow) {
+  int64_t best = -1;
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+    const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+    if (id < 0 || id >= g.in[0])
+      continue;
+    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+      const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+      if (ih < 0 || ih >= g.in[1])
+        continue;
+      const int64_t rowBase = (id * g.in[1] + ih) * g.in[2];
+      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+        const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+        if (iw < 0 || iw >= g.in[2])
+          continue;
+        const T v = plane[rowBase + iw];
+        if (best < 0 || v > mx || isNaNBits(v)) {
+          mx = v;
+          best = rowBase + iw;
+        }
+      }
+    }
+  }
+  return best;
+}
+
+/// Number of taps k < kernel with o * stride - padBegin + k * dilation in
+/// [lo, hi).
+inline int64_t tapCount(int64_t o, int64_t stride, int64_t padBegin,
+                        int64_t kernel, int64_t dilation, int64_t lo,
+                        int64_t hi) {
+  int64_t n = 0;
+  const int64_t start = o * stride - padBegin;
+  for (int64_t k = 0; k < kernel; ++k) {
+    const int64_t c = start + k * dilation;
+    n += (c >= lo && c < hi);
+  }
+  return n;
+}
+
+/// Divisor of average pooling for output (od, oh, ow); see avgPool.
+inline int64_t avgDivisor(const Spatial3 &g, bool countIncludePad, int64_t od,
+                          int64_t oh, int64_t ow) {
+  const int64_t o[3] = {od, oh, ow};
+  int64_t div = 1;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t lo = countIncludePad ? -g.p[i] : 0;
+    const int64_t hi = countIncludePad ? g.in[i] + g.p[i] : g.in[i];
+    div *= tapCount(o[i], g.s[i], g.p[i], g.k[i], g.d[i], lo, hi);
+  }
+  return div;
+}
+
+} // namespace detail
+
+/// ONNX MaxPool / torch max_pool{1,2,3}d (any dilation, ceil-mode outputs
+/// via g.out): y = max over the in-bounds taps of each window (padding is
+/// never a candidate); NaN propagates. A window without in-bounds taps
+/// yields -inf.
+template <typename T> void maxPool(const T *x, T *y, const PoolGeom &geom) {
+  const detail::Spatial3 g = detail::toSpatial3(geom);
+  const int64_t total = geom.N * geom.C * g.outSize;
+  ORTC_KERN_PARALLEL_FOR(total * g.kSize)
+  for (int64_t t = 0; t < total; ++t) {
+    const int64_t pl = t / g.outSize, o = t % g.outSize;
+    const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1],
+                  od = o / (g.out[1] * g.out[2]);
+    const T *plane = x + pl * g.inSize;
+    const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
+    y[t] = a < 0 ? -std::numeric_limits<T>::infinity() : plane[a];
+  }
+}
+
+/// Gradient of maxPool (torch max_pool backward): dx is zero-filled, then
+/// each dy element is added to the window's argmax, i.e. the first maximal
+/// in-bounds tap in row-major window order (ties never split the gradient;
+/// overlapping windows accumulate). x is the forward input.
+template <typename T>
+void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &geom) {
+  const detail::Spatial3 g = detail::toSpatial3(geom);
+  const int64_t planes = geom.N * geom.C;
+  std::fill(dx, dx + planes * g.inSize, T(0));
+  ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T *plane = x + pl * g.inSize;
+    T *dplane = dx + pl * g.inSize;
+    const T *dyp = dy + pl * g.outSize;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
+          if (a >= 0)
+            dplane[a] += dyp[(od * g.out[1] + oh) * g.out[2] + ow];
+        }
+  }
+}
+
+/// ONNX AveragePool / torch avg_pool{1,2,3}d: y = (sum of the in-bounds
+/// taps) / divisor. With countIncludePad the divisor is the number of taps
+/// inside the padded input [-padBegin, in + padBegin) per dim (the window
+/// clipped to the padded input, as PyTorch does, which also clips ceil-mode
+/// windows); without it, the number of in-bounds taps. Windows with divisor
+/// 0 yield 0.
+template <typename T> void avgPool(const T *x, T *y, const PoolGeom &geom) {
+  const detail::Spatial3 g = detail::toSpatial3(geom);
+  const int64_t total = geom.N * geom.C * g.outSize;
+  ORTC_KERN_PARALLEL_FOR(total * g.kSize)
+  for (int64_t t = 0; t < total; ++t) {
+    const int64_t pl = t / g.outSize, o = t % g.outSize;
+    const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1],
+                  od = o / (g.out[1] * g.out[2]);
+    const T *plane = x + pl * g.inSize;
+    double s = 0;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+      if (id < 0 || id >= g.in[0])
+        continue;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+        if (ih < 0 || ih >= g.in[1])
+          continue;
+        const T *row = plane + (id * g.in[1] + ih) * g.in[2];
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+          if (iw >= 0 && iw < g.in[2])
+            s += static_cast<double>(row[iw]);
+        }
+      }
+    }
+    const int64_t div = detail::avgDivisor(g, geom.countIncludePad, od, oh, ow);
+    y[t] = div > 0 ? static_cast<T>(s / static_cast<double>(div)) : T(0);
+  }
+}
+
+/// Gradient of avgPool: dx is zero-filled, then every in-bounds tap of each
+/// window receives dy / divisor (same divisor as avgPool).
+template <typename T>
+void avgPoolGrad(const T *dy, T *dx, const PoolGeom &geom) {
+  const detail::Spatial3 g = detail::toSpatial3(geom);
+  const int64_t planes = geom.N * geom.C;
+  std::fill(dx, dx + planes * g.inSize, T(0));
+  ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    T *dplane = dx + pl * g.inSize;
+    const T *dyp = dy + pl * g.outSize;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t div =
+              detail::avgDivisor(g, geom.countIncludePad, od, oh, ow);
+          if (div <= 0)
+            continue;
+          const T v = static_cast<T>(
+              static_cast<double>(dyp[(od * g.out[1] + oh) * g.out[2] + ow]) /
+              static_cast<double>(div));
+          for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+            const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+            if (id < 0 || id >= g.in[0])
+              continue;
+            for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+              const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+              if (ih < 0 || ih >= g.in[1])
+                continue;
+              T *row = dplane + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+                const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+                if (iw >= 0 && iw < g.in[2])
+                  row[iw] += v;
+              }
+            }
+          }
+        }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+/// torch.softmax / ONNX Softmax (opset >= 13) along one axis: x and y are
+/// viewed as [outer, axisLen, inner]; y = exp(x - max) / sum(exp(x - max))
+/// over the axis (max subtracted for stability). y may alias x.
+template <typename T>
+void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
+  for (int64_t t = 0; t < lines; ++t) {
+    const int64_t o = t / inner, i = t % inner;
+    const T *xs = x + o * axisLen * inner + i;
+    T *ys = y + o * axisLen * inner + i;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t a = 0; a < axisLen; ++a)
+      mx = std::max(mx, xs[a * inner]);
+    double s = 0;
+    for (int64_t a = 0; a < axisLen; ++a) {
+      const T e = std::exp(xs[a * inner] - mx);
+      ys[a * inner] = e;
+      s += static_cast<double>(e);
+    }
+    const double inv = 1.0 / s;
+    for (int64_t a = 0; a < axisLen; ++a)
+      ys[a * inner] = static_cast<T>(static_cast<double>(ys[a * inner]) * inv);
+  }
+}
+
+/// torch.log_softmax / ONNX LogSoftmax along one axis ([outer, axisLen,
+/// inner] view): y = x - max - log(sum(exp(x - max))). y may alias x.
+template <typename T>
+void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen,
+                int64_t inner) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
+  for (int64_t t = 0; t < lines; ++t) {
+    const int64_t o = t / inner, i = t % inner;
+    const T *xs = x + o * axisLen * inner + i;
+    T *ys = y + o * axisLen * inner + i;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t a = 0; a < axisLen; ++a)
+      mx = std::max(mx, xs[a * inner]);
+    double s = 0;
+    for (int64_t a = 0; a < axisLen; ++a)
+      s += std::exp(static_cast<double>(xs[a * inner]) - mx);
+    const double lse = static_cast<double>(mx) + std::log(s);
+    for (int64_t a = 0; a < axisLen; ++a)
+      ys[a * inner] = static_cast<T>(static_cast<double>(xs[a * inner]) - lse);
+  }
+}
+
+/// Gradient of softmax given its output y: dx = y * (dy - sum_axis(dy * y))
+/// ([outer, axisLen, inner] view). dx may alias dy.
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
+                 int64_t inner) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
+  for (int64_t t = 0; t < lines; ++t) {
+    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+    double s = 0;
+    for (int64_t a = 0; a < axisLen; ++a)
+      s += static_cast<double>(dy[off + a * inner]) * y[off + a * inner];
+    for (int64_t a = 0; a < axisLen; ++a) {
+      const int64_t k = off + a * inner;
+      dx[k] = static_cast<T>(static_cast<double>(y[k]) * (dy[k] - s));
+    }
+  }
+}
+
+/// Gradient of logSoftmax given its output y: dx = dy - exp(y) *
+/// sum_axis(dy) ([outer, axisLen, inner] view). dx may alias dy.
+template <typename T>
+void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer,
+                    int64_t axisLen, int64_t inner) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
+  for (int64_t t = 0; t < lines; ++t) {
+    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+    double s = 0;
+    for (int64_t a = 0; a < axisLen; ++a)
+      s += static_cast<double>(dy[off + a * inner]);
+    for (int64_t a = 0; a < axisLen; ++a) {
+      const int64_t k = off + a * inner;
+      dx[k] = static_cast<T>(static_cast<double>(dy[k]) -
+                             std::exp(static_cast<double>(y[k])) * s);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+/// torch.nn.functional.layer_norm / ONNX LayerNormalization over the last
+/// `inner` elements of each of `outer` rows: y = (x - mean) * invStd * scale
+/// + bias with biased variance and invStd = 1 / sqrt(var + eps). scale and
+/// bias have `inner` elements and may be null (1 / 0). mean and invStd
+/// ([outer], saved for the backward pass) may be null.
+template <typename T>
+void layerNorm(const T *x, const NoDeduce<T> *scale, const NoDeduce<T> *bias,
+               T *y, NoDeduce<T> *mean, NoDeduce<T> *invStd, int64_t outer,
+               int64_t inner, NoDeduce<T> eps) {
+  ORTC_KERN_PARALLEL_FOR(outer * inner)
+  for (int64_t r = 0; r < outer; ++r) {
+    const T *xr = x + r * inner;
+    T *yr = y + r * inner;
+    double mu = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      mu += static_cast<double>(xr[i]);
+    mu /= static_cast<double>(inner);
+    double var = 0;
+    for (int64_t i = 0; i < inner; ++i) {
+      const double c = static_cast<double>(xr[i]) - mu;
+      var += c * c;
+    }
+    var /= static_cast<double>(inner);
+    const double is = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    for (int64_t i = 0; i < inner; ++i) {
+      double v = (static_cast<double>(xr[i]) - mu) * is;
+      if (scale)
+        v *= static_cast<double>(scale[i]);
+      if (bias)
+        v += static_cast<double>(bias[i]);
+      yr[i] = static_cast<T>(v);
+    }
+    if (mean)
+      mean[r] = static_cast<T>(mu);
+    if (invStd)
+      invStd[r] = static_cast<T>(is);
+  }
+}
+
+/// Gradient of layerNorm (torch native_layer_norm_backward) from the saved
+/// mean / invStd: with xhat = (x - mean) * invStd and g = dy * scale,
+/// dx = invStd * (g - mean_row(g) - xhat * mean_row(g * xhat)),
+/// dscale = sum_rows(dy * xhat), dbias = sum_rows(dy). scale may be null
+/// (1); dx, dscale and dbias may each be null (not computed).
+template <typename T>
+void layerNormGrad(const T *x, const NoDeduce<T> *scale,
+                   const NoDeduce<T> *mean, const NoDeduce<T> *invStd,
+                   const T *dy, NoDeduce<T> *dx, NoDeduce<T> *dscale,
+                   NoDeduce<T> *dbias, int64_t outer, int64_t inner) {
+  if (dx) {
+    ORTC_KERN_PARALLEL_FOR(outer * inner)
+    for (int64_t r = 0; r < outer; ++r) {
+      const T *xr = x + r * inner;
+      const T *dyr = dy + r * inner;
+      const double mu = mean[r], is = invStd[r];
+      double sg = 0, sgx = 0;
+      for (int64_t i = 0; i < inner; ++i) {
+        const double g =
+            static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
+        sg += g;
+        sgx += g * (static_cast<double>(xr[i]) - mu) * is;
+      }
+      sg /= static_cast<double>(inner);
+      sgx /= static_cast<double>(inner);
+      T *dxr = dx + r * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        const double g =
+            static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
+        const double xh = (static_cast<double>(xr[i]) - mu) * is;
+        dxr[i] = static_cast<T>(is * (g - sg - xh * sgx));
+      }
+    }
+  }
+  if (!dscale && !dbias)
+    return;
+  // Column sums: tasks own disjoint column blocks, rows summed in order.
+  constexpr int64_t kBlock = 128;
+  const int64_t nBlocks = (inner + kBlock - 1) / kBlock;
+  ORTC_KERN_PARALLEL_FOR(outer * inner)
+  for (int64_t b = 0; b < nBlocks; ++b) {
+    const int64_t i0 = b * kBlock, i1 = std::min(inner, i0 + kBlock);
+    double ds[kBlock], db[kBlock];
+    for (int64_t i = 0; i < i1 - i0; ++i)
+      ds[i] = db[i] = 0;
+    for (int64_t r = 0; r < outer; ++r) {
+      const double mu = mean[r], is = invStd[r];
+      const T *xr = x + r * inner;
+      const T *dyr = dy + r * inner;
+      for (int64_t i = i0; i < i1; ++i) {
+        const double d = static_cast<double>(dyr[i]);
+        ds[i - i0] += d * (static_cast<double>(xr[i]) - mu) * is;
+        db[i - i0] += d;
+      }
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      if (dscale)
+        dscale[i] = static_cast<T>(ds[i - i0]);
+      if (dbias)
+        dbias[i] = static_cast<T>(db[i - i0]);
+    }
+  }
+}
+
+/// Training-mode batch norm (torch batch_norm(training=True) / ONNX
+/// BatchNormalization training_mode=1) over x viewed as [N, C, S]:
+/// per-channel batch mean and biased variance over N*S elements, invStd =
+/// 1 / sqrt(var + eps), y = (x - mean) * invStd * scale + bias. mean, var
+/// and invStd ([C]) may each be null. Running statistics are the caller's
+/// job (PyTorch updates running_var with the unbiased var * NS / (NS - 1)).
+template <typename T>
+void batchNormTrain(const T *x, const NoDeduce<T> *scale,
+                    const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
+                    NoDeduce<T> *var, NoDeduce<T> *invStd, int64_t N, int64_t C,
+                    int64_t S, NoDeduce<T> eps) {
+  const double cnt = static_cast<double>(N * S);
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    double mu = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s)
+        mu += static_cast<double>(p[s]);
+    }
+    mu /= cnt;
+    double v = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        const double d = static_cast<double>(p[s]) - mu;
+        v += d * d;
+      }
+    }
+    v /= cnt;
+    const double is = 1.0 / std::sqrt(v + static_cast<double>(eps));
+    const double a = is * (scale ? static_cast<double>(scale[c]) : 1.0);
+    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      T *q = y + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s)
+        q[s] = static_cast<T>((static_cast<double>(p[s]) - mu) * a + b);
+    }
+    if (mean)
+      mean[c] = static_cast<T>(mu);
+    if (var)
+      var[c] = static_cast<T>(v);
+    if (invStd)
+      invStd[c] = static_cast<T>(is);
+  }
+}
+
+/// Full training-mode gradient of batchNormTrain (through the batch
+/// statistics), from the saved mean / invStd; M = N * S:
+/// dbias = sum(dy), dscale = sum(dy * xhat),
+/// dx = scale * invStd / M * (M * dy - dbias - xhat * dscale).
+/// scale may be null (1); dx, dscale and dbias may each be null.
+template <typename T>
+void batchNormGrad(const T *x, const NoDeduce<T> *scale,
+                   const NoDeduce<T> *mean, const NoDeduce<T> *invStd,
+                   const T *dy, NoDeduce<T> *dx, NoDeduce<T> *dscale,
+                   NoDeduce<T> *dbias, int64_t N, int64_t C, int64_t S) {
+  const double cnt = static_cast<double>(N * S);
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    const double mu = mean[c], is = invStd[c];
+    double sdy = 0, sdyx = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      const T *d = dy + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        sdy += static_cast<double>(d[s]);
+        sdyx += static_cast<double>(d[s]) * (static_cast<double>(p[s]) - mu);
+      }
+    }
+    sdyx *= is; // sum(dy * xhat)
+    if (dbias)
+      dbias[c] = static_cast<T>(sdy);
+    if (dscale)
+      dscale[c] = static_cast<T>(sdyx);
+    if (!dx)
+      continue;
+    const double k = (scale ? static_cast<double>(scale[c]) : 1.0) * is / cnt;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      const T *d = dy + (n * C + c) * S;
+      T *q = dx + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        const double xh = (static_cast<double>(p[s]) - mu) * is;
+        q[s] = static_cast<T>(
+            k * (cnt * static_cast<double>(d[s]) - sdy - xh * sdyx));
+      }
+    }
+  }
+}
+
+/// Inference-mode batch norm (ONNX BatchNormalization, torch batch_norm
+/// training=False) over [N, C, S]: y = (x - runMean) / sqrt(runVar + eps) *
+/// scale + bias. scale / bias may be null (1 / 0).
+template <typename T>
+void batchNormInfer(const T *x, const NoDeduce<T> *scale,
+                    const NoDeduce<T> *bias, const NoDeduce<T> *runMean,
+                    const NoDeduce<T> *runVar, T *y, int64_t N, int64_t C,
+                    int64_t S, NoDeduce<T> eps) {
+  const int64_t planes = N * C;
+  ORTC_KERN_PARALLEL_FOR(planes * S)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const int64_t c = pl % C;
+    const double a =
+        (scale ? static_cast<double>(scale[c]) : 1.0) /
+        std::sqrt(static_cast<double>(runVar[c]) + static_cast<double>(eps));
+    const double b = (bias ? static_cast<double>(bias[c]) : 0.0) -
+                     static_cast<double>(runMean[c]) * a;
+    const T *p = x + pl * S;
+    T *q = y + pl * S;
+    for (int64_t s = 0; s < S; ++s)
+      q[s] = static_cast<T>(static_cast<double>(p[s]) * a + b);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+/// torch.nn.functional.cross_entropy(logits [N, C], labels [N],
+/// ignore_index, reduction='mean') / ONNX SoftmaxCrossEntropyLoss without
+/// weights: *loss = mean over kept rows of (logsumexp(logits[n]) -
+/// logits[n, labels[n]]). A row is kept unless hasIgnore and labels[n] ==
+/// ignoreIndex. With no kept row the loss is NaN (like PyTorch). Returns
+/// false, writing nothing, when a kept label is outside [0, C).
+template <typename T>
+bool softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N,
+                         int64_t C, int64_t ignoreIndex, bool hasIgnore,
+                         T *loss) {
+  for (int64_t n = 0; n < N; ++n) {
+    if (hasIgnore && labels[n] == ignoreIndex)
+      continue;
+    if (labels[n] < 0 || labels[n] >= C)
+      return false;
+  }
+  std::vector<double> rowLoss(static_cast<size_t>(N), 0.0);
+  ORTC_KERN_PARALLEL_FOR(N * C)
+  for (int64_t n = 0; n < N; ++n) {
+    if (hasIgnore && labels[n] == ignoreIndex)
+      continue;
+    const T *r = logits + n * C;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(r[c]));
+    double s = 0;
+    for (int64_t c = 0; c < C; ++c)
+      s += std::exp(static_cast<double>(r[c]) - mx);
+    rowLoss[n] = mx + std::log(s) - static_cast<double>(r[labels[n]]);
+  }
+  double total = 0;
+  int64_t kept = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (hasIgnore && labels[n] == ignoreIndex)
+      continue;
+    total += rowLoss[n];
+    ++kept;
+  }
+  *loss = kept == 0 ? std::numeric_limits<T>::quiet_NaN()
+                    : static_cast<T>(total / static_cast<double>(kept));
+  return true;
+}
+
+/// Gradient of softmaxCrossEntropy w.r.t. the logits: for kept rows
+/// dlogits[n] = (softmax(logits[n]) - onehot(labels[n])) * *dloss / kept;
+/// ignored rows get 0 (with no kept row everything is 0, as in PyTorch).
+/// Returns false, writing nothing, on a kept label outside [0, C).
+template <typename T>
+bool softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N,
+                             int64_t C, int64_t ignoreIndex, bool hasIgnore,
+                             const T *dloss, T *dlogits) {
+  int64_t kept = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (hasIgnore && labels[n] == ignoreIndex)
+      continue;
+    if (labels[n] < 0 || labels[n] >= C)
+      return false;
+    ++kept;
+  }
+  const double scale =
+      kept == 0 ? 0.0 : static_cast<double>(*dloss) / static_cast<double>(kept);
+  ORTC_KERN_PARALLEL_FOR(N * C)
+  for (int64_t n = 0; n < N; ++n) {
+    T *d = dlogits + n * C;
+    if (hasIgnore && labels[n] == ignoreIndex) {
+      std::fill(d, d + C, T(0));
+      continue;
+    }
+    const T *r = logits + n * C;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(r[c]));
+    double s = 0;
+    for (int64_t c = 0; c < C; ++c)
+      s += std::exp(static_cast<double>(r[c]) - mx);
+    const double inv = 1.0 / s;
+    for (int64_t c = 0; c < C; ++c) {
+      double p = std::exp(static_cast<double>(r[c]) - mx) * inv;
+      if (c == labels[n])
+        p -= 1.0;
+      d[c] = static_cast<T>(p * scale);
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout (counter-based RNG)
+//===----------------------------------------------------------------------===//
+
+/// splitmix64 finaliser (Stafford variant 13): a bijective 64-bit mixer.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// Dropout keep decision for element i of the tensor identified by `key`
+/// under `seed`: u = (mix64(seed ^ mix64(key ^ mix64(i))) >> 11) * 2^-53
+/// is uniform in [0, 1); the element is kept iff u >= ratio. Pure function
+/// of its arguments, so masks do not depend on T or the thread count.
+inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
+  const uint64_t h = mix64(seed ^ mix64(key ^ mix64(i)));
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+  return u >= ratio;
+}
+
+/// Inverted dropout (torch.nn.functional.dropout(training=True), ONNX
+/// Dropout): y[i] = dropoutKeep(seed, key, i, ratio) ? x[i] / (1 - ratio)
+/// : 0. The scale 1 / (1 - ratio) is computed in double and rounded to T.
+/// y may alias x. ratio >= 1 drops everything.
+template <typename T>
+void dropout(const T *x, T *y, int64_t n, double ratio, uint64_t seed,
+             uint64_t key) {
+  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
+  ORTC_KERN_PARALLEL_FOR(n * 8)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio)
+               ? x[i] * scale
+               : T(0);
+}
+
+/// Gradient of dropout: dx[i] = keep(i) ? dy[i] / (1 - ratio) : 0 with the
+/// same mask as the forward (same seed, key, ratio). dx may alias dy.
+template <typename T>
+void dropoutGrad(const T *dy, T *dx, int64_t n, double ratio, uint64_t seed,
+                 uint64_t key) {
+  dropout(dy, dx, n, ratio, seed, key);
+}
+
+/// The dropout mask itself (ONNX Dropout's optional `mask` output):
+/// mask[i] = dropoutKeep(seed, key, i, ratio) ? 1 : 0.
+inline void dropoutMask(uint8_t *mask, int64_t n, double ratio, uint64_t seed,
+                        uint64_t key) {
+  ORTC_KERN_PARALLEL_FOR(n * 8)
+  for (int64_t i = 0; i < n; ++i)
+    mask[i] = dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio) ? 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// GELU
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+constexpr double kGeluKappa = 0.044715;
+} // namespace detail
+
+/// torch.nn.functional.gelu / ONNX Gelu: approximate='none':
+/// y = x * 0.5 * (1 + erf(x / sqrt(2))); approximate='tanh' (tanhApprox):
+/// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in
+/// T like PyTorch. y may alias x.
+template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  if (tanhApprox) {
+    const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
+    ORTC_KERN_PARALLEL_FOR(n * 16)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      const T inner = beta * (v + kappa * v * v * v);
+      y[i] = half * v * (one + std::tanh(inner));
+    }
+  } else {
+    const T a = T(detail::kSqrt1_2);
+    ORTC_KERN_PARALLEL_FOR(n * 16)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      y[i] = v * half * (one + std::erf(v * a));
+    }
+  }
+}
+
+/// Gradient of gelu (PyTorch GeluBackward formulas): 'none':
+/// dx = dy * (0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) /
+/// sqrt(2 pi)); 'tanh': with u = sqrt(2 / pi) * (x + 0.044715 x^3),
+/// t = tanh(u): dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) *
+/// sqrt(2 / pi) * (1 + 3 * 0.044715 x^2)). dx may alias dy.
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  if (tanhApprox) {
+    const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
+    ORTC_KERN_PARALLEL_FOR(n * 16)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      const T v2 = v * v;
+      const T inner = beta * (v + kappa * v2 * v);
+      const T t = std::tanh(inner);
+      const T left = half * v;
+      const T right = one + t;
+      const T leftD = half * right;
+      const T innerD = beta * (one + T(3) * kappa * v2);
+      const T rightD = (one - t * t) * innerD;
+      dx[i] = dy[i] * (leftD + left * rightD);
+    }
+  } else {
+    const T a = T(detail::kSqrt1_2), b = T(detail::kInvSqrt2Pi);
+    ORTC_KERN_PARALLEL_FOR(n * 16)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      const T cdf = half * (one + std::erf(v * a));
+      const T pdf = b * std::exp(-half * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+/// One torch.optim.SGD step (maximize=False) on n parameters, gated by
+/// `apply`: if apply is non-null and *apply == 0 nothing is written.
+///   d = g + weightDecay * p
+///   if momentum != 0:
+///     buf = (step == 1) ? d : momentum * buf + (1 - dampening) * d
+///     d = nesterov ? d + momentum * buf : buf
+///   p -= lr * d
+/// buf may be null when momentum == 0. step is 1-based (the buffer is
+/// initialised, without dampening, on step 1). Scalar coefficients are
+/// formed in double and rounded to T, as PyTorch does with Python floats.
+template <typename T>
+void sgdUpdate(T *p, const T *g, NoDeduce<T> *buf, int64_t n, NoDeduce<T> lr,
+               NoDeduce<T> momentum, NoDeduce<T> dampening, bool nesterov,
+               NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+  if (apply && *apply == 0)
+    return;
+  const bool useMom = momentum != T(0);
+  const bool first = step <= 1;
+  const T damp = static_cast<T>(1.0 - static_cast<double>(dampening));
+  ORTC_KERN_PARALLEL_FOR(n * 4)
+  for (int64_t i = 0; i < n; ++i) {
+    T d = g[i];
+    if (weightDecay != T(0))
+      d = d + weightDecay * p[i];
+    if (useMom) {
+      T b;
+      if (first)
+        b = d;
+      else
+        b = buf[i] * momentum + d * damp;
+      buf[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    p[i] = p[i] - lr * d;
+  }
+}
+
+/// One torch.optim.AdamW step (amsgrad=False, maximize=False) on n
+/// parameters, gated by `apply` (null or *apply != 0 means apply; otherwise
+/// nothing is written). step is 1-based (t):
+///   p *= 1 - lr * weightDecay
+///   m = lerp(m, g, 1 - beta1);  v = v * beta2 + (1 - beta2) * g * g
+///   stepSize = lr / (1 - beta1^t)
+///   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+///   p -= stepSize * m / denom
+/// Scalars are formed in double and rounded to T (PyTorch's Python floats);
+/// lerp uses PyTorch's two-sided formula.
+template <typename T>
+void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
+                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
+                 NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+  if (apply && *apply == 0)
+    return;
+  const double dlr = lr, db1 = beta1, db2 = beta2;
+  const double t = static_cast<double>(step);
+  const T decay = static_cast<T>(1.0 - dlr * static_cast<double>(weightDecay));
+  const T w1 = static_cast<T>(1.0 - db1);
+  const T c2 = static_cast<T>(1.0 - db2);
+  const T stepSize = static_cast<T>(dlr / (1.0 - std::pow(db1, t)));
+  const T bc2Sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(db2, t)));
+  const bool lowW = std::abs(static_cast<double>(w1)) < 0.5;
+  ORTC_KERN_PARALLEL_FOR(n * 8)
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    const T pi = p[i] * decay;
+    const T diff = gi - m[i];
+    const T mi = lowW ? m[i] + w1 * diff : gi - diff * (T(1) - w1);
+    const T vi = v[i] * beta2 + c2 * gi * gi;
+    const T denom = std::sqrt(vi) / bc2Sqrt + eps;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - stepSize * mi / denom;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Checks and norms
+//===----------------------------------------------------------------------===//
+
+/// True iff every x[i] is finite (no NaN / +-inf); bit-level test, so it
+/// also works under -ffast-math (torch.isfinite(x).all()).
+template <typename T> bool allFinite(const T *x, int64_t n) {
+  int bad = 0;
+  ORTC_KERN_PRAGMA(omp parallel for schedule(static) reduction(| : bad) if (
+      n > ::ortc::kern::detail::kParallelWork))
+  for (int64_t i = 0; i < n; ++i)
+    bad |= detail::isFiniteBits(x[i]) ? 0 : 1;
+  return bad == 0;
+}
+
+/// sum(x[i]^2) accumulated in double (for gradient-norm clipping:
+/// torch.linalg.vector_norm(x)^2), rounded to T. The summation order is a
+/// fixed blocking, so the result does not depend on the thread count.
+template <typename T> T sumSquares(const T *x, int64_t n) {
+  constexpr int64_t kChunk = int64_t(1) << 14;
+  const int64_t nChunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(nChunks), 0.0);
+  ORTC_KERN_PARALLEL_FOR(n)
+  for (int64_t c = 0; c < nChunks; ++c) {
+    const int64_t i1 = std::min(n, (c + 1) * kChunk);
+    double s = 0;
+    for (int64_t i = c * kChunk; i < i1; ++i)
+      s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    part[c] = s;
+  }
+  double s = 0;
+  for (double p : part)
+    s += p;
+  return static_cast<T>(s);
+}
+
+} // namespace kern
+} // namespace ortc
+
+#endif // ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H

@@ -1,0 +1,1644 @@
+//===- KernelsTest.cpp - Tests of the ortc CPU kernel library -------------===//
+//
+// Every kernel of codegen/cpu/kernels/ortc_kernels.h is checked against a
+// naive reference written here (direct loops over coordinates), gradients
+// against central finite differences of the forward kernel in double, and
+// the optimizers against hand-computed two-step references.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ortc_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+using namespace ortc::kern;
+
+namespace {
+
+using Vec = std::vector<double>;
+using Dims = std::vector<int64_t>;
+
+/// Random source of every test; ORTC_KERNELS_TEST_SEED overrides the seed.
+std::mt19937_64 &rng() {
+  static std::mt19937_64 r([] {
+    const char *s = std::getenv("ORTC_KERNELS_TEST_SEED");
+    return s ? std::strtoull(s, nullptr, 10) : 0x5eedull;
+  }());
+  return r;
+}
+
+int64_t randInt(int64_t lo, int64_t hi) { // inclusive
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
+}
+
+Vec randVec(size_t n, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  Vec v(n);
+  for (double &x : v)
+    x = d(rng());
+  return v;
+}
+
+int64_t prod(const Dims &d) {
+  int64_t p = 1;
+  for (int64_t x : d)
+    p *= x;
+  return p;
+}
+
+Dims unravel(int64_t i, const Dims &dims) {
+  Dims c(dims.size());
+  for (int d = (int)dims.size() - 1; d >= 0; --d) {
+    c[d] = i % dims[d];
+    i /= dims[d];
+  }
+  return c;
+}
+
+int64_t ravel(const Dims &c, const Dims &dims) {
+  int64_t i = 0;
+  for (size_t d = 0; d < dims.size(); ++d)
+    i = i * dims[d] + c[d];
+  return i;
+}
+
+std::vector<float> toFloat(const Vec &v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+double dot(const Vec &a, const Vec &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+::testing::AssertionResult allClose(const Vec &got, const Vec &want,
+                                    double atol, double rtol = 0.0) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = atol + rtol * std::abs(want[i]);
+    const bool bothNaN = std::isnan(got[i]) && std::isnan(want[i]);
+    if (!bothNaN && !(std::abs(got[i] - want[i]) <= tol))
+      return ::testing::AssertionFailure()
+             << "at " << i << ": got " << got[i] << " want " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+template <typename F>
+::testing::AssertionResult allCloseF(const std::vector<F> &got, const Vec &want,
+                                     double atol, double rtol = 0.0) {
+  return allClose(Vec(got.begin(), got.end()), want, atol, rtol);
+}
+
+/// Central finite differences of the scalar function f at x.
+Vec numGrad(const std::function<double(const Vec &)> &f, Vec x,
+            double h = 1e-5) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double fp = f(x);
+    x[i] = x0 - h;
+    const double fm = f(x);
+    x[i] = x0;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+constexpr double kFdTol = 1e-6;
+constexpr double kFdRel = 1e-5;
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+Vec refMatmul(const Vec &A, const Vec &B, int64_t batch, int64_t M, int64_t N,
+              int64_t K, bool tA, bool tB) {
+  Vec C(batch * M * N, 0.0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double a =
+              tA ? A[b * M * K + k * M + i] : A[b * M * K + i * K + k];
+          const double bb =
+              tB ? B[b * K * N + j * K + k] : B[b * K * N + k * N + j];
+          s += a * bb;
+        }
+        C[b * M * N + i * N + j] = s;
+      }
+  return C;
+}
+
+TEST(Matmul, AllTransposesDoubleAndFloat) {
+  for (int trial = 0; trial < 4; ++trial) {
+    for (int tA = 0; tA < 2; ++tA)
+      for (int tB = 0; tB < 2; ++tB) {
+        const int64_t batch = randInt(1, 3), M = randInt(1, 7),
+                      N = randInt(1, 7), K = randInt(1, 9);
+        Vec A = randVec(batch * M * K), B = randVec(batch * K * N);
+        Vec want = refMatmul(A, B, batch, M, N, K, tA, tB);
+        Vec C(batch * M * N, 42.0);
+        matmul(A.data(), B.data(), C.data(), batch, M, N, K, tA, tB);
+        EXPECT_TRUE(allClose(C, want, 1e-12));
+        // accumulate: C += A @ B.
+        Vec C2 = randVec(batch * M * N);
+        Vec want2 = C2;
+        for (size_t i = 0; i < want2.size(); ++i)
+          want2[i] += want[i];
+        matmul(A.data(), B.data(), C2.data(), batch, M, N, K, tA, tB, true);
+        EXPECT_TRUE(allClose(C2, want2, 1e-12));
+        auto Af = toFloat(A), Bf = toFloat(B);
+        std::vector<float> Cf(batch * M * N);
+        matmul(Af.data(), Bf.data(), Cf.data(), batch, M, N, K, tA, tB);
+        EXPECT_TRUE(allCloseF(Cf, want, 1e-5));
+      }
+  }
+}
+
+TEST(Matmul, StridedBroadcastOperand) {
+  const int64_t batch = 3, M = 4, N = 5, K = 6;
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB) {
+      Vec A = randVec(batch * M * K), B = randVec(K * N);
+      Vec Bfull;
+      for (int b = 0; b < batch; ++b)
+        Bfull.insert(Bfull.end(), B.begin(), B.end());
+      Vec want = refMatmul(A, Bfull, batch, M, N, K, tA, tB);
+      Vec C(batch * M * N);
+      matmulStrided(A.data(), M * K, B.data(), 0, C.data(), batch, M, N, K, tA,
+                    tB);
+      EXPECT_TRUE(allClose(C, want, 1e-12));
+      // Broadcast A instead.
+      Vec A1(A.begin(), A.begin() + M * K), Afull;
+      for (int b = 0; b < batch; ++b)
+        Afull.insert(Afull.end(), A1.begin(), A1.end());
+      Vec B3 = randVec(batch * K * N);
+      Vec want3 = refMatmul(Afull, B3, batch, M, N, K, tA, tB);
+      matmulStrided(A1.data(), 0, B3.data(), K * N, C.data(), batch, M, N, K,
+                    tA, tB);
+      EXPECT_TRUE(allClose(C, want3, 1e-12));
+    }
+}
+
+TEST(Matmul, EmptyInnerDimension) {
+  Vec C(6, 3.0);
+  matmul<double>(nullptr, nullptr, C.data(), 1, 2, 3, 0, false, false);
+  EXPECT_TRUE(allClose(C, Vec(6, 0.0), 0));
+  Vec C2(6, 3.0);
+  matmul<double>(nullptr, nullptr, C2.data(), 1, 2, 3, 0, false, false, true);
+  EXPECT_TRUE(allClose(C2, Vec(6, 3.0), 0));
+}
+
+//===----------------------------------------------------------------------===//
+// Layout kernels
+//===----------------------------------------------------------------------===//
+
+Dims randDims(int rank, int64_t lo, int64_t hi) {
+  Dims d(rank);
+  for (auto &x : d)
+    x = randInt(lo, hi);
+  return d;
+}
+
+TEST(BroadcastTo, RandomShapes) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = (int)randInt(0, 4);
+    Dims out = randDims(rank, 1, 5), in = out;
+    for (auto &x : in)
+      if (randInt(0, 1))
+        x = 1;
+    Vec x = randVec(prod(in));
+    Vec want(prod(out));
+    for (int64_t i = 0; i < prod(out); ++i) {
+      Dims c = unravel(i, out);
+      for (int d = 0; d < rank; ++d)
+        if (in[d] == 1)
+          c[d] = 0;
+      want[i] = x[ravel(c, in)];
+    }
+    Vec got(prod(out), -7.0);
+    broadcastTo(x.data(), in.data(), got.data(), out.data(), rank);
+    EXPECT_TRUE(allClose(got, want, 0));
+    auto xf = toFloat(x);
+    std::vector<float> gf(prod(out));
+    broadcastTo(xf.data(), in.data(), gf.data(), out.data(), rank);
+    EXPECT_TRUE(allCloseF(gf, want, 1e-7));
+  }
+}
+
+Vec refReduce(const Vec &x, const Dims &dims, const std::vector<int> &axes,
+              ReduceKind kind) {
+  const int rank = (int)dims.size();
+  Dims od = dims;
+  std::vector<bool> red(rank, false);
+  for (int a : axes) {
+    int aa = a < 0 ? a + rank : a;
+    red[aa] = true;
+    od[aa] = 1;
+  }
+  const int64_t n = prod(od);
+  Vec sum(n, 0.0), mx(n, -INFINITY);
+  std::vector<int64_t> cnt(n, 0);
+  for (int64_t i = 0; i < prod(dims); ++i) {
+    Dims c = unravel(i, dims);
+    for (int d = 0; d < rank; ++d)
+      if (red[d])
+        c[d] = 0;
+    const int64_t o = ravel(c, od);
+    sum[o] += x[i];
+    mx[o] = std::max(mx[o], x[i]);
+    cnt[o]++;
+  }
+  if (kind == ReduceKind::Sum)
+    return sum;
+  if (kind == ReduceKind::Max)
+    return mx;
+  for (int64_t o = 0; o < n; ++o)
+    sum[o] /= cnt[o];
+  return sum;
+}
+
+TEST(Reduce, SumMeanMaxRandomAxes) {
+  for (int trial = 0; trial < 120; ++trial) {
+    const int rank = (int)randInt(1, 4);
+    Dims dims = randDims(rank, 1, 6);
+    if (trial % 10 == 0)
+      dims.back() = 300; // exercises the blocked kept-inner path
+    std::vector<int> axes;
+    for (int d = 0; d < rank; ++d)
+      if (randInt(0, 1))
+        axes.push_back(randInt(0, 1) ? d : d - rank); // negative axes too
+    Vec x = randVec(prod(dims));
+    std::vector<int64_t> ax(axes.begin(), axes.end());
+    for (ReduceKind k : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max}) {
+      Vec want = refReduce(x, dims, axes, k);
+      Vec got(want.size(), -9.0);
+      reduce(x.data(), dims.data(), rank, ax.data(), (int)ax.size(), got.data(),
+             k);
+      EXPECT_TRUE(allClose(got, want, 1e-12)) << "trial " << trial;
+      auto xf = toFloat(x);
+      std::vector<float> gf(want.size());
+      reduce(xf.data(), dims.data(), rank, ax.data(), (int)ax.size(), gf.data(),
+             k);
+      EXPECT_TRUE(allCloseF(gf, want, 1e-5));
+    }
+  }
+}
+
+TEST(Reduce, MaxPropagatesNaNAndEmptyReductions) {
+  Vec x = {1, 2, NAN, 4, 5, 6};
+  Dims dims = {2, 3};
+  int64_t ax1 = 1, ax0 = 0;
+  Vec got(2);
+  reduce(x.data(), dims.data(), 2, &ax1, 1, got.data(), ReduceKind::Max);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], 6.0);
+  Vec g3(3);
+  reduce(x.data(), dims.data(), 2, &ax0, 1, g3.data(), ReduceKind::Max);
+  EXPECT_EQ(g3[0], 4.0);
+  EXPECT_EQ(g3[1], 5.0);
+  EXPECT_TRUE(std::isnan(g3[2]));
+  Dims empty = {2, 0};
+  Vec s(2, 5.0);
+  reduce(x.data(), empty.data(), 2, &ax1, 1, s.data(), ReduceKind::Sum);
+  EXPECT_EQ(s[0], 0.0);
+  reduce(x.data(), empty.data(), 2, &ax1, 1, s.data(), ReduceKind::Mean);
+  EXPECT_TRUE(std::isnan(s[0]));
+  reduce(x.data(), empty.data(), 2, &ax1, 1, s.data(), ReduceKind::Max);
+  EXPECT_EQ(s[0], -INFINITY);
+}
+
+TEST(Transpose, RandomPermutations) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = (int)randInt(1, 5);
+    Dims dims = randDims(rank, 1, 5);
+    std::vector<int64_t> perm(rank);
+    for (int i = 0; i < rank; ++i)
+      perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng());
+    Dims od(rank);
+    for (int i = 0; i < rank; ++i)
+      od[i] = dims[perm[i]];
+    Vec x = randVec(prod(dims)), want(prod(dims));
+    for (int64_t i = 0; i < prod(dims); ++i) {
+      Dims c = unravel(i, dims), oc(rank);
+      for (int k = 0; k < rank; ++k)
+        oc[k] = c[perm[k]];
+      want[ravel(oc, od)] = x[i];
+    }
+    Vec got(prod(dims));
+    transpose(x.data(), dims.data(), rank, perm.data(), got.data());
+    EXPECT_TRUE(allClose(got, want, 0));
+  }
+}
+
+TEST(Concat, ConcatAndSplitRoundTrip) {
+  for (int trial = 0; trial < 20; ++trial) {
+    const int rank = (int)randInt(1, 4);
+    const int axis = (int)randInt(0, rank - 1);
+    Dims base = randDims(rank, 1, 4);
+    const int nIn = (int)randInt(1, 4);
+    std::vector<Dims> shapes;
+    std::vector<Vec> ins;
+    std::vector<int64_t> sizes;
+    Dims od = base;
+    od[axis] = 0;
+    for (int i = 0; i < nIn; ++i) {
+      Dims s = base;
+      s[axis] = randInt(0, 3);
+      shapes.push_back(s);
+      sizes.push_back(s[axis]);
+      od[axis] += s[axis];
+      ins.push_back(randVec(prod(s)));
+    }
+    Vec want(prod(od));
+    int64_t off = 0;
+    for (int i = 0; i < nIn; ++i) {
+      for (int64_t e = 0; e < prod(shapes[i]); ++e) {
+        Dims c = unravel(e, shapes[i]);
+        c[axis] += off;
+        want[ravel(c, od)] = ins[i][e];
+      }
+      off += sizes[i];
+    }
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d)
+      outer *= base[d];
+    for (int d = axis + 1; d < rank; ++d)
+      inner *= base[d];
+    std::vector<const double *> ptrs;
+    for (auto &v : ins)
+      ptrs.push_back(v.data());
+    Vec got(prod(od));
+    concat(ptrs.data(), sizes.data(), nIn, outer, inner, got.data());
+    EXPECT_TRUE(allClose(got, want, 0));
+    std::vector<Vec> outs;
+    for (int i = 0; i < nIn; ++i)
+      outs.emplace_back(prod(shapes[i]), -1.0);
+    std::vector<double *> optr;
+    for (auto &v : outs)
+      optr.push_back(v.data());
+    split(got.data(), sizes.data(), nIn, outer, inner, optr.data());
+    for (int i = 0; i < nIn; ++i)
+      EXPECT_TRUE(allClose(outs[i], ins[i], 0));
+  }
+}
+
+TEST(Slice, RandomStartsAndNegativeSteps) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int rank = (int)randInt(1, 4);
+    Dims in = randDims(rank, 1, 7), out(rank), starts(rank), steps(rank);
+    for (int d = 0; d < rank; ++d) {
+      static const int64_t kSteps[] = {-3, -2, -1, 1, 2, 3};
+      steps[d] = kSteps[randInt(0, 5)];
+      starts[d] = randInt(0, in[d] - 1);
+      const int64_t maxLen = steps[d] > 0
+                                 ? (in[d] - starts[d] + steps[d] - 1) / steps[d]
+                                 : starts[d] / -steps[d] + 1;
+      out[d] = randInt(1, maxLen);
+    }
+    Vec x = randVec(prod(in)), want(prod(out));
+    Vec wantGrad(prod(in), 0.0), dy = randVec(prod(out));
+    for (int64_t i = 0; i < prod(out); ++i) {
+      Dims c = unravel(i, out), ic(rank);
+      for (int d = 0; d < rank; ++d)
+        ic[d] = starts[d] + c[d] * steps[d];
+      want[i] = x[ravel(ic, in)];
+      wantGrad[ravel(ic, in)] = dy[i];
+    }
+    Vec got(prod(out));
+    slice(x.data(), in.data(), rank, starts.data(), steps.data(), got.data(),
+          out.data());
+    EXPECT_TRUE(allClose(got, want, 0));
+    Vec dx(prod(in), 99.0);
+    sliceGrad(dy.data(), out.data(), rank, starts.data(), steps.data(),
+              dx.data(), in.data());
+    EXPECT_TRUE(allClose(dx, wantGrad, 0));
+  }
+}
+
+TEST(Pad, ConstantWithNegativePadsCrop) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int rank = (int)randInt(1, 4);
+    Dims in = randDims(rank, 3, 5), out(rank), pb(rank), pe(rank);
+    for (int d = 0; d < rank; ++d) {
+      pb[d] = randInt(-1, 2);
+      pe[d] = randInt(-1, 2);
+      out[d] = in[d] + pb[d] + pe[d];
+    }
+    Vec x = randVec(prod(in)), want(prod(out));
+    const double value = 0.25;
+    for (int64_t i = 0; i < prod(out); ++i) {
+      Dims c = unravel(i, out);
+      bool inside = true;
+      for (int d = 0; d < rank; ++d) {
+        c[d] -= pb[d];
+        inside &= c[d] >= 0 && c[d] < in[d];
+      }
+      want[i] = inside ? x[ravel(c, in)] : value;
+    }
+    Vec got(prod(out));
+    pad(x.data(), in.data(), rank, pb.data(), value, got.data(), out.data());
+    EXPECT_TRUE(allClose(got, want, 0));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+struct GatherCase {
+  Dims dims;
+  int axis; // as passed (may be negative)
+  std::vector<int64_t> idx;
+  Dims outDims() const {
+    const int r = (int)dims.size();
+    const int a = axis < 0 ? axis + r : axis;
+    Dims o(dims.begin(), dims.begin() + a);
+    o.push_back((int64_t)idx.size());
+    o.insert(o.end(), dims.begin() + a + 1, dims.end());
+    return o;
+  }
+};
+
+Vec refGather(const Vec &x, const GatherCase &g) {
+  const int r = (int)g.dims.size();
+  const int a = g.axis < 0 ? g.axis + r : g.axis;
+  Dims od = g.outDims();
+  Vec out(prod(od));
+  for (int64_t i = 0; i < prod(od); ++i) {
+    Dims c = unravel(i, od);
+    int64_t k = g.idx[c[a]];
+    if (k < 0)
+      k += g.dims[a];
+    c[a] = k;
+    out[i] = x[ravel(c, g.dims)];
+  }
+  return out;
+}
+
+GatherCase randGather() {
+  GatherCase g;
+  const int rank = (int)randInt(1, 3);
+  g.dims = randDims(rank, 1, 5);
+  const int a = (int)randInt(0, rank - 1);
+  g.axis = randInt(0, 1) ? a : a - rank;
+  const int64_t A = g.dims[a];
+  g.idx.resize(randInt(1, 7));
+  for (auto &k : g.idx)
+    k = randInt(-A, A - 1);
+  return g;
+}
+
+TEST(Gather, ForwardNegativeIndicesAndAxes) {
+  for (int trial = 0; trial < 40; ++trial) {
+    GatherCase g = randGather();
+    Vec x = randVec(prod(g.dims));
+    Vec want = refGather(x, g);
+    Vec got(want.size());
+    ASSERT_TRUE(gather(x.data(), g.dims.data(), (int)g.dims.size(), g.axis,
+                       g.idx.data(), (int64_t)g.idx.size(), got.data()));
+    EXPECT_TRUE(allClose(got, want, 0));
+  }
+}
+
+TEST(Gather, OutOfRangeIndexReportsFalse) {
+  Dims dims = {3, 2};
+  Vec x = randVec(6), out(4, 7.0), dx(6, 7.0);
+  std::vector<int64_t> bad = {0, 3}, bad2 = {-4, 0};
+  EXPECT_FALSE(gather(x.data(), dims.data(), 2, 0, bad.data(), 2, out.data()));
+  EXPECT_FALSE(gather(x.data(), dims.data(), 2, 0, bad2.data(), 2, out.data()));
+  EXPECT_FALSE(
+      gatherGrad(out.data(), dims.data(), 2, 0, bad.data(), 2, dx.data()));
+  EXPECT_TRUE(allClose(out, Vec(4, 7.0), 0)); // nothing written
+  EXPECT_TRUE(allClose(dx, Vec(6, 7.0), 0));
+}
+
+TEST(Gather, GradFiniteDifferencesAndRepeatedIndices) {
+  for (int trial = 0; trial < 20; ++trial) {
+    GatherCase g = randGather();
+    if (trial == 0) {
+      g.dims = {4, 3};
+      g.axis = 0;
+      g.idx = {1, 1, -3, 2, 1}; // row 1 four times (-3 wraps to 1)
+    }
+    const int rank = (int)g.dims.size();
+    Vec x = randVec(prod(g.dims));
+    Vec r = randVec(prod(g.outDims()));
+    auto f = [&](const Vec &xx) {
+      Vec y(r.size());
+      gather(xx.data(), g.dims.data(), rank, g.axis, g.idx.data(),
+             (int64_t)g.idx.size(), y.data());
+      return dot(y, r);
+    };
+    Vec dx(x.size(), 5.0);
+    ASSERT_TRUE(gatherGrad(r.data(), g.dims.data(), rank, g.axis, g.idx.data(),
+                           (int64_t)g.idx.size(), dx.data()));
+    EXPECT_TRUE(allClose(dx, numGrad(f, x), kFdTol, kFdRel));
+    if (trial == 0) {
+      for (int i = 0; i < 3; ++i) // row 1 gets dy rows 0, 1, 2 and 4.
+        EXPECT_NEAR(dx[3 + i], r[i] + r[3 + i] + r[6 + i] + r[12 + i], 1e-15);
+    }
+  }
+}
+
+TEST(Gather, GradLargeEmbeddingIsThreadIndependent) {
+  Dims dims = {50, 700};
+  std::vector<int64_t> idx(300);
+  for (auto &k : idx)
+    k = randInt(0, 49);
+  Vec dy = randVec(idx.size() * 700);
+  Vec a(50 * 700), b(50 * 700);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  gatherGrad(dy.data(), dims.data(), 2, 0, idx.data(), 300, a.data());
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  gatherGrad(dy.data(), dims.data(), 2, 0, idx.data(), 300, b.data());
+  EXPECT_TRUE(allClose(a, b, 0));
+  // Reference scatter-add.
+  Vec want(50 * 700, 0.0);
+  for (size_t j = 0; j < idx.size(); ++j)
+    for (int i = 0; i < 700; ++i)
+      want[idx[j] * 700 + i] += dy[j * 700 + i];
+  EXPECT_TRUE(allClose(a, want, 1e-12));
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+int64_t outSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
+                int64_t d, bool ceilMode) {
+  const int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0)
+    return 0;
+  return (ceilMode ? (span + s - 1) / s : span / s) + 1;
+}
+
+ConvGeom randConvGeom(int nSpatial) {
+  for (;;) {
+    ConvGeom g{};
+    g.nSpatial = nSpatial;
+    g.N = randInt(1, 2);
+    g.group = randInt(1, 3);
+    g.C = g.group * randInt(1, 3);
+    g.M = g.group * randInt(1, 3);
+    bool ok = true;
+    const bool ceilMode = randInt(0, 1);
+    for (int i = 0; i < nSpatial; ++i) {
+      g.in[i] = randInt(nSpatial == 3 ? 2 : 3, nSpatial == 3 ? 5 : 8);
+      g.kernel[i] = randInt(1, 3);
+      g.stride[i] = randInt(1, 2);
+      g.dilation[i] = randInt(1, 2);
+      g.padBegin[i] = randInt(0, 2);
+      const int64_t pe = randInt(0, 2);
+      g.out[i] = outSize(g.in[i], g.kernel[i], g.stride[i], g.padBegin[i], pe,
+                         g.dilation[i], ceilMode);
+      ok &= g.out[i] >= 1;
+    }
+    if (ok)
+      return g;
+  }
+}
+
+int64_t spatialProd(const int64_t *a, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i)
+    p *= a[i];
+  return p;
+}
+
+/// Direct-loop convolution over generic nSpatial coordinates.
+Vec refConv(const Vec &x, const Vec &w, const Vec *bias, const ConvGeom &g) {
+  const int ns = g.nSpatial;
+  const Dims in(g.in, g.in + ns), k(g.kernel, g.kernel + ns),
+      out(g.out, g.out + ns);
+  const int64_t P = prod(out), I = prod(in), KS = prod(k);
+  const int64_t Cg = g.C / g.group, Mg = g.M / g.group;
+  Vec y(g.N * g.M * P, 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t m = 0; m < g.M; ++m) {
+      const int64_t grp = m / Mg;
+      for (int64_t o = 0; o < P; ++o) {
+        Dims oc = unravel(o, out);
+        double s = bias ? (*bias)[m] : 0.0;
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t kk = 0; kk < KS; ++kk) {
+            Dims kc = unravel(kk, k), ic(ns);
+            bool inside = true;
+            for (int i = 0; i < ns; ++i) {
+              ic[i] =
+                  oc[i] * g.stride[i] - g.padBegin[i] + kc[i] * g.dilation[i];
+              inside &= ic[i] >= 0 && ic[i] < in[i];
+            }
+            if (!inside)
+              continue;
+            s += w[(m * Cg + c) * KS + kk] *
+                 x[(n * g.C + grp * Cg + c) * I + ravel(ic, in)];
+          }
+        y[(n * g.M + m) * P + o] = s;
+      }
+    }
+  return y;
+}
+
+struct ConvData {
+  ConvGeom g;
+  Vec x, w, b;
+  int64_t xSize, wSize, ySize;
+};
+
+ConvData makeConv(const ConvGeom &g) {
+  ConvData d;
+  d.g = g;
+  const int ns = g.nSpatial;
+  d.xSize = g.N * g.C * spatialProd(g.in, ns);
+  d.wSize = g.M * (g.C / g.group) * spatialProd(g.kernel, ns);
+  d.ySize = g.N * g.M * spatialProd(g.out, ns);
+  d.x = randVec(d.xSize);
+  d.w = randVec(d.wSize);
+  d.b = randVec(g.M);
+  return d;
+}
+
+TEST(Conv, ForwardMatchesDirectLoops) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
+    ConvData d = makeConv(randConvGeom(ns));
+    const bool withBias = trial % 3 != 0;
+    Vec want = refConv(d.x, d.w, withBias ? &d.b : nullptr, d.g);
+    Vec got(d.ySize, 123.0);
+    convForward(d.x.data(), d.w.data(), withBias ? d.b.data() : nullptr,
+                got.data(), d.g);
+    EXPECT_TRUE(allClose(got, want, 1e-12)) << "trial " << trial;
+    auto xf = toFloat(d.x), wf = toFloat(d.w), bf = toFloat(d.b);
+    std::vector<float> yf(d.ySize);
+    convForward(xf.data(), wf.data(), withBias ? bf.data() : nullptr, yf.data(),
+                d.g);
+    EXPECT_TRUE(allCloseF(yf, want, 1e-5));
+  }
+}
+
+TEST(Conv, PointwiseFastPath) {
+  ConvGeom g{};
+  g.nSpatial = 2;
+  g.N = 2;
+  g.C = 4;
+  g.M = 6;
+  g.group = 2;
+  for (int i = 0; i < 2; ++i) {
+    g.in[i] = g.out[i] = 5;
+    g.kernel[i] = g.stride[i] = g.dilation[i] = 1;
+    g.padBegin[i] = 0;
+  }
+  ConvData d = makeConv(g);
+  Vec want = refConv(d.x, d.w, &d.b, g);
+  Vec got(d.ySize);
+  convForward(d.x.data(), d.w.data(), d.b.data(), got.data(), g);
+  EXPECT_TRUE(allClose(got, want, 1e-12));
+  Vec r = randVec(d.ySize), dx(d.xSize, 9.0), dw(d.wSize, 9.0);
+  convGradInput(r.data(), d.w.data(), dx.data(), g);
+  convGradWeight(r.data(), d.x.data(), dw.data(), g);
+  auto fx = [&](const Vec &xx) { return dot(refConv(xx, d.w, nullptr, g), r); };
+  auto fw = [&](const Vec &ww) { return dot(refConv(d.x, ww, nullptr, g), r); };
+  EXPECT_TRUE(allClose(dx, numGrad(fx, d.x), kFdTol, kFdRel));
+  EXPECT_TRUE(allClose(dw, numGrad(fw, d.w), kFdTol, kFdRel));
+}
+
+TEST(Conv, GradInputAndWeightFiniteDifferences) {
+  for (int trial = 0; trial < 24; ++trial) {
+    const int ns = trial % 8 == 7 ? 3 : 1 + trial % 2;
+    ConvData d = makeConv(randConvGeom(ns));
+    const ConvGeom g = d.g;
+    Vec r = randVec(d.ySize);
+    auto fx = [&](const Vec &xx) {
+      Vec y(d.ySize);
+      convForward(xx.data(), d.w.data(), d.b.data(), y.data(), g);
+      return dot(y, r);
+    };
+    auto fw = [&](const Vec &ww) {
+      Vec y(d.ySize);
+      convForward(d.x.data(), ww.data(), d.b.data(), y.data(), g);
+      return dot(y, r);
+    };
+    Vec dx(d.xSize, 9.0), dw(d.wSize, 9.0);
+    convGradInput(r.data(), d.w.data(), dx.data(), g);
+    convGradWeight(r.data(), d.x.data(), dw.data(), g);
+    EXPECT_TRUE(allClose(dx, numGrad(fx, d.x), kFdTol, kFdRel))
+        << "trial " << trial;
+    EXPECT_TRUE(allClose(dw, numGrad(fw, d.w), kFdTol, kFdRel))
+        << "trial " << trial;
+    // Bias gradient via reduce over N and spatial dims.
+    const int64_t P = spatialProd(g.out, ns);
+    Dims yd = {g.N, g.M, P};
+    int64_t axes[] = {0, 2};
+    Vec db(g.M);
+    reduce(r.data(), yd.data(), 3, axes, 2, db.data(), ReduceKind::Sum);
+    auto fb = [&](const Vec &bb) {
+      Vec y(d.ySize);
+      convForward(d.x.data(), d.w.data(), bb.data(), y.data(), g);
+      return dot(y, r);
+    };
+    EXPECT_TRUE(allClose(db, numGrad(fb, d.b), kFdTol, kFdRel));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+PoolGeom randPoolGeom(int ns, bool countIncludePad) {
+  for (;;) {
+    PoolGeom g{};
+    g.nSpatial = ns;
+    g.N = randInt(1, 2);
+    g.C = randInt(1, 3);
+    g.countIncludePad = countIncludePad;
+    const bool ceilMode = randInt(0, 1);
+    bool ok = true;
+    for (int i = 0; i < ns; ++i) {
+      g.in[i] = randInt(ns == 3 ? 3 : 4, ns == 3 ? 5 : 9);
+      g.kernel[i] = randInt(1, 3);
+      g.stride[i] = randInt(1, 2);
+      g.dilation[i] = randInt(1, 2);
+      g.padBegin[i] = randInt(0, g.kernel[i] / 2); // PyTorch: pad <= k / 2
+      int64_t o = outSize(g.in[i], g.kernel[i], g.stride[i], g.padBegin[i],
+                          g.padBegin[i], g.dilation[i], ceilMode);
+      // PyTorch ceil mode: the last window must start inside the input or
+      // the left padding.
+      if (ceilMode && (o - 1) * g.stride[i] >= g.in[i] + g.padBegin[i])
+        --o;
+      g.out[i] = o;
+      ok &= o >= 1;
+    }
+    if (ok)
+      return g;
+  }
+}
+
+/// Direct loops over generic coordinates; op 0 = max, 1 = avg.
+Vec refPool(const Vec &x, const PoolGeom &g, int op,
+            std::vector<int64_t> *argmax = nullptr) {
+  const int ns = g.nSpatial;
+  const Dims in(g.in, g.in + ns), k(g.kernel, g.kernel + ns),
+      out(g.out, g.out + ns);
+  const int64_t P = prod(out), I = prod(in), KS = prod(k);
+  Vec y(g.N * g.C * P);
+  if (argmax)
+    argmax->assign(y.size(), -1);
+  for (int64_t pl = 0; pl < g.N * g.C; ++pl)
+    for (int64_t o = 0; o < P; ++o) {
+      Dims oc = unravel(o, out);
+      double best = -INFINITY, sum = 0;
+      int64_t arg = -1, valid = 0, padded = 0;
+      for (int64_t kk = 0; kk < KS; ++kk) {
+        Dims kc = unravel(kk, k), ic(ns);
+        bool inside = true, insidePadded = true;
+        for (int i = 0; i < ns; ++i) {
+          ic[i] = oc[i] * g.stride[i] - g.padBegin[i] + kc[i] * g.dilation[i];
+          inside &= ic[i] >= 0 && ic[i] < in[i];
+          insidePadded &=
+              ic[i] >= -g.padBegin[i] && ic[i] < in[i] + g.padBegin[i];
+        }
+        padded += insidePadded;
+        if (!inside)
+          continue;
+        const double v = x[pl * I + ravel(ic, in)];
+        ++valid;
+        sum += v;
+        if (arg < 0 || v > best) {
+          best = v;
+          arg = ravel(ic, in);
+        }
+      }
+      if (op == 0) {
+        y[pl * P + o] = best;
+        if (argmax)
+          (*argmax)[pl * P + o] = arg;
+      } else {
+        const int64_t div = g.countIncludePad ? padded : valid;
+        y[pl * P + o] = div ? sum / div : 0.0;
+      }
+    }
+  return y;
+}
+
+int64_t poolIn(const PoolGeom &g) {
+  return g.N * g.C * spatialProd(g.in, g.nSpatial);
+}
+int64_t poolOut(const PoolGeom &g) {
+  return g.N * g.C * spatialProd(g.out, g.nSpatial);
+}
+
+TEST(Pool, MaxForwardMatchesDirectLoops) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
+    PoolGeom g = randPoolGeom(ns, false);
+    Vec x = randVec(poolIn(g));
+    Vec want = refPool(x, g, 0);
+    Vec got(poolOut(g));
+    maxPool(x.data(), got.data(), g);
+    EXPECT_TRUE(allClose(got, want, 0)) << "trial " << trial;
+    auto xf = toFloat(x);
+    std::vector<float> yf(poolOut(g));
+    maxPool(xf.data(), yf.data(), g);
+    EXPECT_TRUE(allCloseF(yf, want, 1e-7));
+  }
+}
+
+TEST(Pool, MaxPaddingNeverWinsAndTiesGoToFirst) {
+  PoolGeom g{};
+  g.nSpatial = 2;
+  g.N = g.C = 1;
+  for (int i = 0; i < 2; ++i) {
+    g.in[i] = 4;
+    g.kernel[i] = 3;
+    g.stride[i] = 2;
+    g.padBegin[i] = 1;
+    g.dilation[i] = 1;
+    g.out[i] = 2;
+  }
+  Vec x(16, -5.0); // all negative, all tied
+  Vec y(4), dy = {1, 2, 3, 4}, dx(16);
+  maxPool(x.data(), y.data(), g);
+  EXPECT_TRUE(allClose(y, Vec(4, -5.0), 0)); // not the 0 of the padding
+  maxPoolGrad(x.data(), dy.data(), dx.data(), g);
+  // Window (0,0) covers input rows/cols 0..1: first in-bounds tap (0,0).
+  // Window (0,1) covers cols 1..3: first tap (0,1). (1,0): (1,0). (1,1):(1,1)
+  Vec want(16, 0.0);
+  want[0] = 1;
+  want[1] = 2;
+  want[4] = 3;
+  want[5] = 4;
+  EXPECT_TRUE(allClose(dx, want, 0));
+}
+
+TEST(Pool, MaxGradFiniteDifferences) {
+  for (int trial = 0; trial < 30; ++trial) {
+    const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
+    PoolGeom g = randPoolGeom(ns, false);
+    Vec x = randVec(poolIn(g));
+    Vec r = randVec(poolOut(g));
+    auto f = [&](const Vec &xx) {
+      Vec y(poolOut(g));
+      maxPool(xx.data(), y.data(), g);
+      return dot(y, r);
+    };
+    Vec dx(poolIn(g), 3.0);
+    maxPoolGrad(x.data(), r.data(), dx.data(), g);
+    EXPECT_TRUE(allClose(dx, numGrad(f, x, 1e-7), 1e-6, kFdRel))
+        << "trial " << trial;
+  }
+}
+
+TEST(Pool, AvgForwardMatchesDirectLoops) {
+  for (int trial = 0; trial < 80; ++trial) {
+    const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
+    PoolGeom g = randPoolGeom(ns, trial % 4 < 2);
+    Vec x = randVec(poolIn(g));
+    Vec want = refPool(x, g, 1);
+    Vec got(poolOut(g));
+    avgPool(x.data(), got.data(), g);
+    EXPECT_TRUE(allClose(got, want, 1e-14)) << "trial " << trial;
+  }
+}
+
+/// Port of PyTorch's avg_pool2d CPU formula (dilation 1).
+Vec torchAvgPool2d(const Vec &x, const PoolGeom &g) {
+  const int64_t iH = g.in[0], iW = g.in[1], oH = g.out[0], oW = g.out[1];
+  const int64_t kH = g.kernel[0], kW = g.kernel[1], dH = g.stride[0],
+                dW = g.stride[1], padH = g.padBegin[0], padW = g.padBegin[1];
+  Vec y(g.N * g.C * oH * oW);
+  for (int64_t pl = 0; pl < g.N * g.C; ++pl)
+    for (int64_t oh = 0; oh < oH; ++oh)
+      for (int64_t ow = 0; ow < oW; ++ow) {
+        int64_t hstart = oh * dH - padH, wstart = ow * dW - padW;
+        int64_t hend = std::min(hstart + kH, iH + padH);
+        int64_t wend = std::min(wstart + kW, iW + padW);
+        const int64_t poolSize = (hend - hstart) * (wend - wstart);
+        hstart = std::max<int64_t>(hstart, 0);
+        wstart = std::max<int64_t>(wstart, 0);
+        hend = std::min(hend, iH);
+        wend = std::min(wend, iW);
+        double s = 0;
+        for (int64_t ih = hstart; ih < hend; ++ih)
+          for (int64_t iw = wstart; iw < wend; ++iw)
+            s += x[(pl * iH + ih) * iW + iw];
+        const int64_t div =
+            g.countIncludePad ? poolSize : (hend - hstart) * (wend - wstart);
+        y[(pl * oH + oh) * oW + ow] = s / div;
+      }
+  return y;
+}
+
+TEST(Pool, AvgMatchesPyTorchFormulaIncludingCeilMode) {
+  for (int trial = 0; trial < 40; ++trial) {
+    PoolGeom g = randPoolGeom(2, trial % 2 == 0);
+    g.dilation[0] = g.dilation[1] = 1;
+    // Recompute ceil-mode sizes for dilation 1.
+    for (int i = 0; i < 2; ++i) {
+      int64_t o = outSize(g.in[i], g.kernel[i], g.stride[i], g.padBegin[i],
+                          g.padBegin[i], 1, true);
+      if ((o - 1) * g.stride[i] >= g.in[i] + g.padBegin[i])
+        --o;
+      g.out[i] = o;
+    }
+    Vec x = randVec(poolIn(g));
+    Vec got(poolOut(g));
+    avgPool(x.data(), got.data(), g);
+    EXPECT_TRUE(allClose(got, torchAvgPool2d(x, g), 1e-14));
+  }
+}
+
+TEST(Pool, AvgGradFiniteDifferences) {
+  for (int trial = 0; trial < 30; ++trial) {
+    const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
+    PoolGeom g = randPoolGeom(ns, trial % 2 == 0);
+    Vec x = randVec(poolIn(g));
+    Vec r = randVec(poolOut(g));
+    auto f = [&](const Vec &xx) {
+      Vec y(poolOut(g));
+      avgPool(xx.data(), y.data(), g);
+      return dot(y, r);
+    };
+    Vec dx(poolIn(g), 3.0);
+    avgPoolGrad(r.data(), dx.data(), g);
+    EXPECT_TRUE(allClose(dx, numGrad(f, x), kFdTol, kFdRel))
+        << "trial " << trial;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+Vec refSoftmax(const Vec &x, int64_t outer, int64_t L, int64_t inner,
+               bool log) {
+  Vec y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double s = 0;
+      for (int64_t a = 0; a < L; ++a)
+        s += std::exp(x[(o * L + a) * inner + i]);
+      for (int64_t a = 0; a < L; ++a) {
+        const double v = x[(o * L + a) * inner + i];
+        y[(o * L + a) * inner + i] = log ? v - std::log(s) : std::exp(v) / s;
+      }
+    }
+  return y;
+}
+
+TEST(Softmax, ForwardAndLogForward) {
+  for (int trial = 0; trial < 30; ++trial) {
+    const int64_t outer = randInt(1, 4), L = randInt(1, 6),
+                  inner = randInt(1, 4);
+    Vec x = randVec(outer * L * inner, -3, 3);
+    Vec y(x.size()), ly(x.size());
+    softmax(x.data(), y.data(), outer, L, inner);
+    logSoftmax(x.data(), ly.data(), outer, L, inner);
+    EXPECT_TRUE(allClose(y, refSoftmax(x, outer, L, inner, false), 1e-14));
+    EXPECT_TRUE(allClose(ly, refSoftmax(x, outer, L, inner, true), 1e-13));
+    auto xf = toFloat(x);
+    std::vector<float> yf(x.size());
+    softmax(xf.data(), yf.data(), outer, L, inner);
+    EXPECT_TRUE(allCloseF(yf, refSoftmax(x, outer, L, inner, false), 1e-6));
+  }
+}
+
+TEST(Softmax, NumericallyStableForLargeLogits) {
+  Vec x = {1000.0, 1001.0, 1002.0};
+  Vec y(3), ly(3);
+  softmax(x.data(), y.data(), 1, 3, 1);
+  logSoftmax(x.data(), ly.data(), 1, 3, 1);
+  Vec want = refSoftmax({0.0, 1.0, 2.0}, 1, 3, 1, false);
+  Vec lwant = refSoftmax({0.0, 1.0, 2.0}, 1, 3, 1, true);
+  EXPECT_TRUE(allClose(y, want, 1e-15));
+  EXPECT_TRUE(allClose(ly, lwant, 1e-12));
+  std::vector<float> xf = {-1e4f, 0.0f, 88.0f, 100.0f}, yf(4);
+  softmax(xf.data(), yf.data(), 1, 4, 1);
+  for (float v : yf)
+    EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(Softmax, GradsFiniteDifferences) {
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t outer = randInt(1, 3), L = randInt(1, 5),
+                  inner = randInt(1, 3);
+    Vec x = randVec(outer * L * inner, -2, 2), r = randVec(x.size());
+    for (int log = 0; log < 2; ++log) {
+      auto f = [&](const Vec &xx) {
+        Vec y(xx.size());
+        if (log)
+          logSoftmax(xx.data(), y.data(), outer, L, inner);
+        else
+          softmax(xx.data(), y.data(), outer, L, inner);
+        return dot(y, r);
+      };
+      Vec y(x.size()), dx(x.size());
+      if (log) {
+        logSoftmax(x.data(), y.data(), outer, L, inner);
+        logSoftmaxGrad(y.data(), r.data(), dx.data(), outer, L, inner);
+      } else {
+        softmax(x.data(), y.data(), outer, L, inner);
+        softmaxGrad(y.data(), r.data(), dx.data(), outer, L, inner);
+      }
+      EXPECT_TRUE(allClose(dx, numGrad(f, x), kFdTol, kFdRel));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+TEST(LayerNorm, ForwardMatchesNaive) {
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t outer = randInt(1, 5), inner = randInt(1, 9);
+    const double eps = 1e-5;
+    Vec x = randVec(outer * inner, -2, 3), s = randVec(inner),
+        b = randVec(inner);
+    const bool withBias = trial % 2;
+    Vec want(x.size()), wm(outer), wis(outer);
+    for (int64_t r = 0; r < outer; ++r) {
+      double mu = 0, var = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        mu += x[r * inner + i] / inner;
+      for (int64_t i = 0; i < inner; ++i)
+        var += (x[r * inner + i] - mu) * (x[r * inner + i] - mu) / inner;
+      wm[r] = mu;
+      wis[r] = 1 / std::sqrt(var + eps);
+      for (int64_t i = 0; i < inner; ++i)
+        want[r * inner + i] =
+            (x[r * inner + i] - mu) * wis[r] * s[i] + (withBias ? b[i] : 0.0);
+    }
+    Vec y(x.size()), m(outer), is(outer);
+    layerNorm(x.data(), s.data(), withBias ? b.data() : nullptr, y.data(),
+              m.data(), is.data(), outer, inner, eps);
+    EXPECT_TRUE(allClose(y, want, 1e-12));
+    EXPECT_TRUE(allClose(m, wm, 1e-14));
+    EXPECT_TRUE(allClose(is, wis, 1e-9, 1e-12));
+  }
+}
+
+TEST(LayerNorm, GradFiniteDifferences) {
+  for (int trial = 0; trial < 15; ++trial) {
+    const int64_t outer = randInt(1, 4), inner = randInt(2, 8);
+    const double eps = 1e-5;
+    Vec x = randVec(outer * inner, -2, 2), s = randVec(inner),
+        b = randVec(inner), r = randVec(outer * inner);
+    auto run = [&](const Vec &xx, const Vec &ss, const Vec &bb) {
+      Vec y(xx.size());
+      layerNorm(xx.data(), ss.data(), bb.data(), y.data(), (double *)nullptr,
+                (double *)nullptr, outer, inner, eps);
+      return dot(y, r);
+    };
+    Vec y(x.size()), m(outer), is(outer);
+    layerNorm(x.data(), s.data(), b.data(), y.data(), m.data(), is.data(),
+              outer, inner, eps);
+    Vec dx(x.size()), ds(inner), db(inner);
+    layerNormGrad(x.data(), s.data(), m.data(), is.data(), r.data(), dx.data(),
+                  ds.data(), db.data(), outer, inner);
+    EXPECT_TRUE(allClose(dx,
+                         numGrad([&](const Vec &v) { return run(v, s, b); }, x),
+                         kFdTol, kFdRel));
+    EXPECT_TRUE(allClose(ds,
+                         numGrad([&](const Vec &v) { return run(x, v, b); }, s),
+                         kFdTol, kFdRel));
+    EXPECT_TRUE(allClose(db,
+                         numGrad([&](const Vec &v) { return run(x, s, v); }, b),
+                         kFdTol, kFdRel));
+  }
+}
+
+TEST(LayerNorm, GradThreadIndependent) {
+  const int64_t outer = 300, inner = 400;
+  Vec x = randVec(outer * inner), s = randVec(inner), b = randVec(inner),
+      dy = randVec(outer * inner), y(outer * inner), m(outer), is(outer);
+  layerNorm(x.data(), s.data(), b.data(), y.data(), m.data(), is.data(), outer,
+            inner, 1e-5);
+  Vec dx1(x.size()), ds1(inner), db1(inner), dx2(x.size()), ds2(inner),
+      db2(inner);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  layerNormGrad(x.data(), s.data(), m.data(), is.data(), dy.data(), dx1.data(),
+                ds1.data(), db1.data(), outer, inner);
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  layerNormGrad(x.data(), s.data(), m.data(), is.data(), dy.data(), dx2.data(),
+                ds2.data(), db2.data(), outer, inner);
+  EXPECT_TRUE(allClose(dx1, dx2, 0));
+  EXPECT_TRUE(allClose(ds1, ds2, 0));
+  EXPECT_TRUE(allClose(db1, db2, 0));
+}
+
+TEST(BatchNorm, TrainForwardAndInferMatchNaive) {
+  for (int trial = 0; trial < 15; ++trial) {
+    const int64_t N = randInt(1, 3), C = randInt(1, 4), S = randInt(1, 6);
+    const double eps = 1e-5;
+    Vec x = randVec(N * C * S, -1, 3), s = randVec(C), b = randVec(C);
+    Vec want(x.size()), wm(C), wv(C);
+    for (int64_t c = 0; c < C; ++c) {
+      double mu = 0, var = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < S; ++k)
+          mu += x[(n * C + c) * S + k] / (N * S);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < S; ++k)
+          var += std::pow(x[(n * C + c) * S + k] - mu, 2) / (N * S);
+      wm[c] = mu;
+      wv[c] = var;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < S; ++k)
+          want[(n * C + c) * S + k] =
+              (x[(n * C + c) * S + k] - mu) / std::sqrt(var + eps) * s[c] +
+              b[c];
+    }
+    Vec y(x.size()), m(C), v(C), is(C);
+    batchNormTrain(x.data(), s.data(), b.data(), y.data(), m.data(), v.data(),
+                   is.data(), N, C, S, eps);
+    EXPECT_TRUE(allClose(y, want, 1e-12));
+    EXPECT_TRUE(allClose(m, wm, 1e-14));
+    EXPECT_TRUE(allClose(v, wv, 1e-14));
+    // Inference with running stats = the batch stats gives the same y.
+    Vec yi(x.size());
+    batchNormInfer(x.data(), s.data(), b.data(), wm.data(), wv.data(),
+                   yi.data(), N, C, S, eps);
+    EXPECT_TRUE(allClose(yi, want, 1e-12));
+    // And with other running stats.
+    Vec rm = randVec(C), rv = randVec(C, 0.5, 2.0), want2(x.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < S; ++k)
+          want2[(n * C + c) * S + k] =
+              (x[(n * C + c) * S + k] - rm[c]) / std::sqrt(rv[c] + eps) * s[c] +
+              b[c];
+    batchNormInfer(x.data(), s.data(), b.data(), rm.data(), rv.data(),
+                   yi.data(), N, C, S, eps);
+    EXPECT_TRUE(allClose(yi, want2, 1e-12));
+  }
+}
+
+TEST(BatchNorm, TrainGradFiniteDifferences) {
+  for (int trial = 0; trial < 15; ++trial) {
+    const int64_t N = randInt(1, 3), C = randInt(1, 3), S = randInt(1, 5);
+    if (N * S < 2)
+      continue;
+    const double eps = 1e-5;
+    Vec x = randVec(N * C * S, -1, 2), s = randVec(C), b = randVec(C),
+        r = randVec(N * C * S);
+    auto run = [&](const Vec &xx, const Vec &ss, const Vec &bb) {
+      Vec y(xx.size());
+      batchNormTrain(xx.data(), ss.data(), bb.data(), y.data(),
+                     (double *)nullptr, (double *)nullptr, (double *)nullptr, N,
+                     C, S, eps);
+      return dot(y, r);
+    };
+    Vec y(x.size()), m(C), v(C), is(C);
+    batchNormTrain(x.data(), s.data(), b.data(), y.data(), m.data(), v.data(),
+                   is.data(), N, C, S, eps);
+    Vec dx(x.size()), ds(C), db(C);
+    batchNormGrad(x.data(), s.data(), m.data(), is.data(), r.data(), dx.data(),
+                  ds.data(), db.data(), N, C, S);
+    EXPECT_TRUE(allClose(dx,
+                         numGrad([&](const Vec &w) { return run(w, s, b); }, x),
+                         kFdTol, kFdRel));
+    EXPECT_TRUE(allClose(ds,
+                         numGrad([&](const Vec &w) { return run(x, w, b); }, s),
+                         kFdTol, kFdRel));
+    EXPECT_TRUE(allClose(db,
+                         numGrad([&](const Vec &w) { return run(x, s, w); }, b),
+                         kFdTol, kFdRel));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+TEST(SoftmaxCrossEntropy, ForwardWithIgnoreIndex) {
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t N = randInt(1, 6), C = randInt(1, 5);
+    const bool hasIgnore = trial % 2;
+    const int64_t ignore = -100;
+    Vec x = randVec(N * C, -3, 3);
+    std::vector<int64_t> lab(N);
+    for (auto &l : lab)
+      l = hasIgnore && randInt(0, 3) == 0 ? ignore : randInt(0, C - 1);
+    double s = 0;
+    int kept = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      if (hasIgnore && lab[n] == ignore)
+        continue;
+      double z = 0;
+      for (int64_t c = 0; c < C; ++c)
+        z += std::exp(x[n * C + c]);
+      s += std::log(z) - x[n * C + lab[n]];
+      ++kept;
+    }
+    double loss = -1;
+    ASSERT_TRUE(softmaxCrossEntropy(x.data(), lab.data(), N, C, ignore,
+                                    hasIgnore, &loss));
+    if (kept == 0) {
+      EXPECT_TRUE(std::isnan(loss));
+    } else {
+      EXPECT_NEAR(loss, s / kept, 1e-13);
+    }
+    float lf = -1;
+    auto xf = toFloat(x);
+    ASSERT_TRUE(softmaxCrossEntropy(xf.data(), lab.data(), N, C, ignore,
+                                    hasIgnore, &lf));
+    if (kept) {
+      EXPECT_NEAR(lf, s / kept, 1e-5);
+    }
+  }
+}
+
+TEST(SoftmaxCrossEntropy, AllIgnoredIsNaNWithZeroGrad) {
+  Vec x = randVec(6), dx(6, 4.0);
+  std::vector<int64_t> lab = {7, 7};
+  double loss = 0, dl = 1.0;
+  ASSERT_TRUE(softmaxCrossEntropy(x.data(), lab.data(), 2, 3, 7, true, &loss));
+  EXPECT_TRUE(std::isnan(loss));
+  ASSERT_TRUE(softmaxCrossEntropyGrad(x.data(), lab.data(), 2, 3, 7, true, &dl,
+                                      dx.data()));
+  EXPECT_TRUE(allClose(dx, Vec(6, 0.0), 0));
+}
+
+TEST(SoftmaxCrossEntropy, InvalidLabelReportsFalse) {
+  Vec x = randVec(6), dx(6, 4.0);
+  double loss = 5, dl = 1;
+  std::vector<int64_t> lab = {0, 3};
+  EXPECT_FALSE(
+      softmaxCrossEntropy(x.data(), lab.data(), 2, 3, -100, true, &loss));
+  EXPECT_FALSE(softmaxCrossEntropyGrad(x.data(), lab.data(), 2, 3, -100, true,
+                                       &dl, dx.data()));
+  lab = {-100, 1};
+  EXPECT_FALSE( // -100 is not ignored without hasIgnore.
+      softmaxCrossEntropy(x.data(), lab.data(), 2, 3, -100, false, &loss));
+  EXPECT_EQ(loss, 5.0);
+  EXPECT_TRUE(allClose(dx, Vec(6, 4.0), 0));
+}
+
+TEST(SoftmaxCrossEntropy, GradFiniteDifferences) {
+  for (int trial = 0; trial < 15; ++trial) {
+    const int64_t N = randInt(1, 5), C = randInt(2, 5);
+    Vec x = randVec(N * C, -2, 2);
+    std::vector<int64_t> lab(N);
+    for (auto &l : lab)
+      l = randInt(0, 3) == 0 ? -1 : randInt(0, C - 1);
+    lab[0] = randInt(0, C - 1); // at least one kept row
+    const double dl = 0.7;
+    auto f = [&](const Vec &xx) {
+      double l;
+      softmaxCrossEntropy(xx.data(), lab.data(), N, C, -1, true, &l);
+      return dl * l;
+    };
+    Vec dx(x.size());
+    ASSERT_TRUE(softmaxCrossEntropyGrad(x.data(), lab.data(), N, C, -1, true,
+                                        &dl, dx.data()));
+    EXPECT_TRUE(allClose(dx, numGrad(f, x), kFdTol, kFdRel));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+TEST(Dropout, Mix64IsSplitMix64Finaliser) {
+  // First output of splitmix64 seeded with 0 = finaliser(golden gamma).
+  EXPECT_EQ(mix64(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(mix64(0), 0ull);
+}
+
+TEST(Dropout, MasksIdenticalForFloatDoubleAndThreads) {
+  const int64_t n = 200000;
+  const double ratio = 0.3;
+  const uint64_t seed = 1234, key = 77;
+  Vec xd(n, 1.0), yd(n), yd1(n);
+  std::vector<float> xf(n, 1.0f), yf(n);
+  dropout(xd.data(), yd.data(), n, ratio, seed, key);
+  dropout(xf.data(), yf.data(), n, ratio, seed, key);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  dropout(xd.data(), yd1.data(), n, ratio, seed, key);
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(yd[i] != 0.0, yf[i] != 0.0f) << i;
+    ASSERT_EQ(yd[i], yd1[i]) << i;
+    ASSERT_EQ(yd[i] != 0.0, dropoutKeep(seed, key, i, ratio));
+    if (yd[i] != 0.0) {
+      ++kept;
+      ASSERT_DOUBLE_EQ(yd[i], 1.0 / 0.7);
+    }
+  }
+  EXPECT_NEAR(double(kept) / n, 0.7, 0.01);
+  std::vector<uint8_t> mask(n);
+  dropoutMask(mask.data(), n, ratio, seed, key);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(mask[i] != 0, yd[i] != 0.0);
+  // A different key or seed gives a different mask.
+  Vec yk(n);
+  dropout(xd.data(), yk.data(), n, ratio, seed, key + 1);
+  int64_t diff = 0;
+  for (int64_t i = 0; i < n; ++i)
+    diff += (yk[i] != 0.0) != (yd[i] != 0.0);
+  EXPECT_GT(diff, n / 10);
+}
+
+TEST(Dropout, GradUsesSameMaskAndEdgeRatios) {
+  const int64_t n = 1000;
+  Vec x = randVec(n), y(n), dy = randVec(n), dx(n);
+  dropout(x.data(), y.data(), n, 0.5, 9, 3);
+  dropoutGrad(dy.data(), dx.data(), n, 0.5, 9, 3);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = dropoutKeep(9, 3, i, 0.5);
+    EXPECT_EQ(y[i], keep ? x[i] * 2.0 : 0.0);
+    EXPECT_EQ(dx[i], keep ? dy[i] * 2.0 : 0.0);
+  }
+  dropout(x.data(), y.data(), n, 0.0, 9, 3);
+  EXPECT_TRUE(allClose(y, x, 0));
+  dropout(x.data(), y.data(), n, 1.0, 9, 3);
+  EXPECT_TRUE(allClose(y, Vec(n, 0.0), 0));
+}
+
+//===----------------------------------------------------------------------===//
+// GELU
+//===----------------------------------------------------------------------===//
+
+TEST(Gelu, ForwardKnownValuesAndFormulas) {
+  Vec x = {1.0, -1.0, 0.0, 2.5, -3.0}, y(5), yt(5);
+  gelu(x.data(), y.data(), 5, false);
+  gelu(x.data(), yt.data(), 5, true);
+  EXPECT_NEAR(y[0], 0.8413447460685429, 1e-15);
+  EXPECT_NEAR(yt[0], 0.8411919906082768, 1e-15);
+  for (int i = 0; i < 5; ++i) {
+    const double v = x[i];
+    EXPECT_NEAR(y[i], v * 0.5 * std::erfc(-v / std::sqrt(2.0)), 1e-15);
+    EXPECT_NEAR(
+        yt[i],
+        0.5 * v *
+            (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))),
+        1e-15);
+  }
+  std::vector<float> xf = toFloat(x), yf(5);
+  gelu(xf.data(), yf.data(), 5, false);
+  EXPECT_TRUE(allCloseF(yf, y, 1e-6));
+}
+
+TEST(Gelu, GradFiniteDifferences) {
+  for (int approx = 0; approx < 2; ++approx) {
+    const int64_t n = 50;
+    Vec x = randVec(n, -4, 4), r = randVec(n), dx(n);
+    auto f = [&](const Vec &xx) {
+      Vec y(n);
+      gelu(xx.data(), y.data(), n, approx);
+      return dot(y, r);
+    };
+    geluGrad(x.data(), r.data(), dx.data(), n, approx);
+    EXPECT_TRUE(allClose(dx, numGrad(f, x), kFdTol, kFdRel));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+TEST(Optim, SgdTwoStepsHandComputed) {
+  // p = 1, grads 0.5 then -0.25, lr 0.1, momentum 0.9, dampening 0.1,
+  // weight decay 0.01 (values from torch.optim.SGD's update rule by hand).
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    double p = 1.0, buf = -123.0;
+    const uint8_t on = 1;
+    double g1 = 0.5, g2 = -0.25;
+    sgdUpdate(&p, &g1, &buf, 1, 0.1, 0.9, 0.1, nesterov, 0.01, 1, &on);
+    sgdUpdate(&p, &g2, &buf, 1, 0.1, 0.9, 0.1, nesterov, 0.01, 2, &on);
+    EXPECT_NEAR(p, nesterov ? 0.905405389 : 0.9247459, 1e-15);
+    EXPECT_NEAR(buf, nesterov ? 0.2421279 : 0.242541, 1e-15);
+  }
+  // Vector version against a scalar loop; momentum 0 with null buffer.
+  const int64_t n = 7;
+  Vec p = randVec(n), g1 = randVec(n), g2 = randVec(n), want = p;
+  for (int64_t i = 0; i < n; ++i) {
+    want[i] -= 0.05 * (g1[i] + 0.1 * want[i]);
+    want[i] -= 0.05 * (g2[i] + 0.1 * want[i]);
+  }
+  sgdUpdate(p.data(), g1.data(), (double *)nullptr, n, 0.05, 0.0, 0.0, false,
+            0.1, 1, nullptr);
+  sgdUpdate(p.data(), g2.data(), (double *)nullptr, n, 0.05, 0.0, 0.0, false,
+            0.1, 2, nullptr);
+  EXPECT_TRUE(allClose(p, want, 1e-15));
+  // Float instantiation.
+  float pf = 1.0f, bf = 0.0f, gf1 = 0.5f, gf2 = -0.25f;
+  sgdUpdate(&pf, &gf1, &bf, 1, 0.1f, 0.9f, 0.1f, false, 0.01f, 1, nullptr);
+  sgdUpdate(&pf, &gf2, &bf, 1, 0.1f, 0.9f, 0.1f, false, 0.01f, 2, nullptr);
+  EXPECT_NEAR(pf, 0.9247459, 1e-6);
+}
+
+TEST(Optim, AdamWTwoStepsHandComputed) {
+  // p = 1, grads 0.5 then -0.25, lr 0.01, betas (0.9, 0.999), eps 1e-8,
+  // weight decay 0.1 (torch.optim.AdamW's update rule by hand).
+  double p = 1.0, m = 0.0, v = 0.0, g1 = 0.5, g2 = -0.25;
+  const uint8_t on = 1;
+  adamwUpdate(&p, &g1, &m, &v, 1, 0.01, 0.9, 0.999, 1e-8, 0.1, 1, &on);
+  EXPECT_NEAR(p, 0.989, 1e-9); // 0.999 - 0.1 * 0.05 / (0.5 + 1e-8)
+  adamwUpdate(&p, &g2, &m, &v, 1, 0.01, 0.9, 0.999, 1e-8, 0.1, 2, &on);
+  EXPECT_NEAR(p, 0.9853476298705847, 1e-14);
+  EXPECT_NEAR(m, 0.02, 1e-15);
+  EXPECT_NEAR(v, 0.00031225, 1e-17);
+  // Vector version against a scalar loop.
+  const int64_t n = 9;
+  Vec P = randVec(n), G1 = randVec(n), G2 = randVec(n), M(n, 0.0), V(n, 0.0);
+  Vec wp = P, wm = M, wv = V;
+  const double lr = 3e-3, b1 = 0.8, b2 = 0.99, eps = 1e-6, wd = 0.05;
+  int t = 0;
+  for (const Vec *G : {&G1, &G2}) {
+    ++t;
+    for (int64_t i = 0; i < n; ++i) {
+      wp[i] *= 1 - lr * wd;
+      wm[i] = b1 * wm[i] + (1 - b1) * (*G)[i];
+      wv[i] = b2 * wv[i] + (1 - b2) * (*G)[i] * (*G)[i];
+      // Textbook form: eps is added to sqrt of the bias-corrected v.
+      const double mh = wm[i] / (1 - std::pow(b1, t));
+      const double vh = wv[i] / (1 - std::pow(b2, t));
+      wp[i] -= lr * mh / (std::sqrt(vh) + eps);
+    }
+    adamwUpdate(P.data(), G->data(), M.data(), V.data(), n, lr, b1, b2, eps, wd,
+                t, nullptr);
+  }
+  // torch's (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) equals the
+  // textbook form up to rounding.
+  EXPECT_TRUE(allClose(P, wp, 1e-13));
+  EXPECT_TRUE(allClose(M, wm, 1e-15));
+  EXPECT_TRUE(allClose(V, wv, 1e-15));
+  float pf = 1.0f, mf = 0, vf = 0, gf1 = 0.5f, gf2 = -0.25f;
+  adamwUpdate(&pf, &gf1, &mf, &vf, 1, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1,
+              nullptr);
+  adamwUpdate(&pf, &gf2, &mf, &vf, 1, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 2,
+              nullptr);
+  EXPECT_NEAR(pf, 0.9853476298705847, 1e-6);
+}
+
+TEST(Optim, ApplyZeroLeavesEverythingUntouched) {
+  const int64_t n = 5;
+  const uint8_t off = 0;
+  Vec p = randVec(n), g = randVec(n), buf = randVec(n), m = randVec(n),
+      v = randVec(n, 0, 1);
+  const Vec p0 = p, buf0 = buf, m0 = m, v0 = v, g0 = g;
+  for (int64_t step : {1, 2})
+    sgdUpdate(p.data(), g.data(), buf.data(), n, 0.1, 0.9, 0.0, true, 0.01,
+              step, &off);
+  for (int64_t step : {1, 2})
+    adamwUpdate(p.data(), g.data(), m.data(), v.data(), n, 0.1, 0.9, 0.999,
+                1e-8, 0.01, step, &off);
+  EXPECT_TRUE(allClose(p, p0, 0));
+  EXPECT_TRUE(allClose(buf, buf0, 0));
+  EXPECT_TRUE(allClose(m, m0, 0));
+  EXPECT_TRUE(allClose(v, v0, 0));
+  EXPECT_TRUE(allClose(g, g0, 0));
+  // Garbage in the gated-off buffers must not matter either: NaN stays NaN.
+  Vec pn(n, NAN);
+  sgdUpdate(pn.data(), g.data(), buf.data(), n, 0.1, 0.9, 0.0, false, 0.0, 2,
+            &off);
+  for (double x : pn)
+    EXPECT_TRUE(std::isnan(x));
+}
+
+//===----------------------------------------------------------------------===//
+// Checks and norms
+//===----------------------------------------------------------------------===//
+
+TEST(Checks, AllFinite) {
+  Vec x = randVec(100000);
+  EXPECT_TRUE(allFinite(x.data(), (int64_t)x.size()));
+  EXPECT_TRUE(allFinite(x.data(), 0));
+  for (double bad : {NAN, INFINITY, -INFINITY}) {
+    Vec y = x;
+    y[77777] = bad;
+    EXPECT_FALSE(allFinite(y.data(), (int64_t)y.size()));
+    std::vector<float> f = toFloat(y);
+    EXPECT_FALSE(allFinite(f.data(), (int64_t)f.size()));
+  }
+  std::vector<float> f = toFloat(x);
+  EXPECT_TRUE(allFinite(f.data(), (int64_t)f.size()));
+  float big = 3e38f;
+  EXPECT_TRUE(allFinite(&big, 1));
+}
+
+TEST(Checks, SumSquaresDeterministicDoubleAccumulation) {
+  const int64_t n = 100003;
+  Vec x = randVec(n);
+  double want = 0;
+  for (double v : x)
+    want += v * v;
+  EXPECT_NEAR(sumSquares(x.data(), n), want, 1e-9);
+  std::vector<float> f = toFloat(x);
+  double wantF = 0;
+  for (float v : f)
+    wantF += double(v) * double(v);
+  EXPECT_NEAR(sumSquares(f.data(), n), wantF, wantF * 1e-6);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  const double a = sumSquares(x.data(), n);
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  const double b = sumSquares(x.data(), n);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(sumSquares(x.data(), 0), 0.0);
+}
+
+TEST(Reduce, LargeThreadIndependent) {
+  Dims dims = {64, 50, 30};
+  Vec x = randVec(prod(dims));
+  int64_t axes[] = {0, 2};
+  Vec a(50), b(50);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  reduce(x.data(), dims.data(), 3, axes, 2, a.data(), ReduceKind::Sum);
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  reduce(x.data(), dims.data(), 3, axes, 2, b.data(), ReduceKind::Sum);
+  EXPECT_TRUE(allClose(a, b, 0));
+  EXPECT_TRUE(allClose(a, refReduce(x, dims, {0, 2}, ReduceKind::Sum), 1e-11));
+}
+
+} // namespace
+
+namespace {
+
+TEST(Api, NullptrAndLiteralScalarsDeduceFromTensors) {
+  // T is deduced from the tensor arguments only: nullptr for nullable
+  // pointers and double literals for float scalars must compile and work.
+  std::vector<float> x = {1, 2, 3, 4}, y(4), m(2), is(2), buf(4, 0.0f);
+  layerNorm(x.data(), nullptr, nullptr, y.data(), nullptr, nullptr, 2, 2, 1e-5);
+  EXPECT_NEAR(y[0], -1.0f, 1e-4);
+  EXPECT_NEAR(y[1], 1.0f, 1e-4);
+  batchNormTrain(x.data(), nullptr, nullptr, y.data(), m.data(), nullptr,
+                 is.data(), 1, 2, 2, 1e-5);
+  EXPECT_NEAR(m[1], 3.5f, 1e-6);
+  batchNormInfer(x.data(), nullptr, nullptr, m.data(), is.data(), y.data(), 1,
+                 2, 2, 0.0);
+  std::vector<float> dx(4);
+  batchNormGrad(x.data(), nullptr, m.data(), is.data(), x.data(), dx.data(),
+                nullptr, nullptr, 1, 2, 2);
+  Dims d = {4};
+  int64_t pb = 1;
+  std::vector<float> padded(6);
+  Dims od = {6};
+  pad(x.data(), d.data(), 1, &pb, 0.5, padded.data(), od.data());
+  EXPECT_EQ(padded[0], 0.5f);
+  EXPECT_EQ(padded[5], 0.5f);
+  std::vector<float> g = {1, 1, 1, 1};
+  sgdUpdate(x.data(), g.data(), nullptr, 4, 0.5, 0.0, 0.0, false, 0.0, 1,
+            nullptr);
+  EXPECT_EQ(x[0], 0.5f);
+  sgdUpdate(x.data(), g.data(), buf.data(), 4, 0.5, 0.9, 0.0, false, 0.0, 1,
+            nullptr);
+  EXPECT_EQ(buf[0], 1.0f);
+  std::vector<float> mm(4, 0.0f), vv(4, 0.0f);
+  adamwUpdate(x.data(), g.data(), mm.data(), vv.data(), 4, 1e-3, 0.9, 0.999,
+              1e-8, 0.0, 1, nullptr);
+  EXPECT_NEAR(x[0], 0.0f - 1e-3f, 1e-6);
+  ConvGeom cg{};
+  cg.nSpatial = 1;
+  cg.N = cg.C = cg.M = cg.group = 1;
+  cg.in[0] = 4;
+  cg.kernel[0] = cg.stride[0] = cg.dilation[0] = 1;
+  cg.out[0] = 4;
+  std::vector<float> w = {2.0f}, cy(4);
+  convForward(g.data(), w.data(), nullptr, cy.data(), cg);
+  EXPECT_EQ(cy[3], 2.0f);
+}
+
+} // namespace
