@@ -12,6 +12,7 @@
 #include "compiler/Pipeline/Pipeline.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Import/OnnxImporter.h"
+#include "passes/autodiff/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -68,6 +69,32 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     break;
+  case Phase::Training: {
+    AttachLossOptions loss;
+    loss.loss = options.loss;
+    loss.labels = options.labels;
+    loss.logits = options.logits;
+    loss.ignoreIndex = options.ignoreIndex.value_or(INT64_MIN);
+    loss.lossOutput = options.lossOutput;
+    pm.addPass(createAttachLoss(loss));
+    AutodiffOptions ad;
+    ad.freeze.assign(options.freeze.begin(), options.freeze.end());
+    pm.addPass(createAutodiff(ad));
+    OptimizerOptions opt;
+    opt.optimizer = options.optimizer;
+    opt.momentum = options.momentum;
+    opt.dampening = options.dampening;
+    opt.nesterov = options.nesterov;
+    opt.weightDecay = options.weightDecay;
+    opt.beta1 = options.beta1;
+    opt.beta2 = options.beta2;
+    opt.eps = options.eps;
+    opt.clipGradNorm = options.clipGradNorm;
+    pm.addPass(createOptimizer(opt));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    break;
+  }
   default:
     break;
   }

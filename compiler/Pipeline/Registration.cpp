@@ -4,6 +4,7 @@
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/autodiff/Passes.h"
 
 namespace ortc {
 
@@ -15,6 +16,7 @@ void registerAllPasses() {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  registerAutodiffPasses();
 }
 
 } // namespace ortc

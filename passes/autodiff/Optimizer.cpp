@@ -1,0 +1,157 @@
+//===- Optimizer.cpp - Gated SGD / AdamW updates in @train_step ----------===//
+//
+// Algorithm:
+//  1. Add the run-time scalar `lr` and the state `step` (number of applied steps).
+//  2. finite = all_finite(loss, gradients...): every update below is gated by it, so
+//     a step with a NaN/Inf changes nothing (parameters, state, buffers, step).
+//  3. Optionally scale every gradient by min(1, max_norm / (global_norm + 1e-6)),
+//     like torch.nn.utils.clip_grad_norm_.
+//  4. One sgd_update / adamw_update per parameter; its state (momentum buffer, Adam
+//     moments) becomes `ortc.global`s of kind "state" and arguments tied to results.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Dialect/Ortc/Builders.h"
+#include "compiler/Dialect/Ortc/StepFunction.h"
+#include "passes/autodiff/Passes.h"
+
+using namespace mlir;
+
+namespace ortc {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "passes/autodiff/Passes.h.inc"
+
+namespace {
+
+struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  void runOnOperation() override;
+
+  /// A new optimizer-state global and the train_step argument that reads it.
+  FailureOr<BlockArgument> addState(func::FuncOp fn, StringRef name,
+                                    RankedTensorType type) {
+    ModuleOp module = getOperation();
+    if (module.lookupSymbol(name)) {
+      fn.emitError() << "optimizer state '" << name << "' clashes with a weight name";
+      return failure();
+    }
+    OpBuilder b(module.getBody(), module.getBody()->begin());
+    GlobalOp::create(b, fn.getLoc(), name, type, "state", "");
+    return addArgument(fn, type, name, "state");
+  }
+};
+
+void OptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!fn) {
+    module.emitError("ortc-optimizer: no @train_step (run ortc-autodiff first)");
+    return signalPassFailure();
+  }
+  if (optimizer != "sgd" && optimizer != "adamw") {
+    fn.emitError() << "unknown optimizer '" << optimizer << "' (sgd, adamw)";
+    return signalPassFailure();
+  }
+  double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  Location loc = NameLoc::get(b.getStringAttr("optimizer"), fn.getLoc());
+  Value loss;
+  SmallVector<std::pair<std::string, Value>> gradients;
+  SmallVector<StepResult> buffers;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    std::string role = resultRole(fn, i);
+    Value v = ret.getOperand(i);
+    if (role == "loss")
+      loss = v;
+    else if (role == "gradient")
+      gradients.push_back({resultName(fn, i), v});
+    else if (role == "buffer")
+      buffers.push_back({v, resultName(fn, i), role, resultTied(fn, i)});
+  }
+
+  auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+  auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
+  auto scalarI1 = RankedTensorType::get({}, b.getI1Type());
+  Value lr = addArgument(fn, scalarF32, "lr", "scalar");
+  auto stepArg = addState(fn, "step", scalarI64);
+  if (failed(stepArg))
+    return signalPassFailure();
+  Value t = AddOp::create(b, loc, *stepArg, splat(b, loc, scalarI64, 1.0));
+
+  SmallVector<Value> checked{loss};
+  for (auto &[name, g] : gradients)
+    checked.push_back(g);
+  Value finite = AllFiniteOp::create(b, loc, scalarI1, checked);
+
+  if (clipGradNorm > 0) {
+    Value sumSq;
+    for (auto &[name, g] : gradients) {
+      SmallVector<int64_t> axes;
+      for (int64_t d = 0; d < tensorTypeOf(g).getRank(); ++d)
+        axes.push_back(d);
+      Value sq = MulOp::create(b, loc, g, g);
+      Value s = axes.empty() ? sq : Value(ReduceSumOp::create(b, loc, sq, axes, false));
+      sumSq = addOrNull(b, loc, sumSq, s);
+    }
+    Value norm = SqrtOp::create(b, loc, sumSq);
+    Value denom = AddOp::create(b, loc, norm, splatLike(b, loc, norm, 1e-6));
+    Value coef = DivOp::create(b, loc, splatLike(b, loc, norm, clipGradNorm), denom);
+    coef = MinOp::create(b, loc, coef, splatLike(b, loc, coef, 1.0));
+    for (auto &[name, g] : gradients)
+      g = MulOp::create(b, loc, g, broadcastTo(b, loc, coef, tensorTypeOf(g).getShape()));
+  }
+
+  SmallVector<StepResult> results{{loss, "loss", "loss", std::nullopt},
+                                  {finite, "finite", "output", std::nullopt}};
+  SmallVector<StepResult> state;
+  for (auto &[name, g] : gradients) {
+    auto pIdx = findArgument(fn, name);
+    Value p = fn.getArgument(*pIdx);
+    auto type = tensorTypeOf(p);
+    Location ploc = NameLoc::get(b.getStringAttr(name + "/update"), fn.getLoc());
+    if (optimizer == "sgd") {
+      Value buf;
+      if (momentum != 0) {
+        auto arg = addState(fn, name + ".momentum_buffer", type);
+        if (failed(arg))
+          return signalPassFailure();
+        buf = *arg;
+      }
+      SmallVector<Type> types(buf ? 2 : 1, type);
+      auto op = SgdUpdateOp::create(b, ploc, types, p, g, buf, lr, t, finite,
+                                    b.getF64FloatAttr(momentum), b.getF64FloatAttr(dampening),
+                                    b.getBoolAttr(nesterov), b.getF64FloatAttr(wd));
+      results.push_back({op.getResult(0), name, "parameter", *pIdx});
+      if (buf)
+        state.push_back({op.getResult(1), name + ".momentum_buffer", "state",
+                         cast<BlockArgument>(buf).getArgNumber()});
+    } else {
+      auto m = addState(fn, name + ".exp_avg", type);
+      auto v = addState(fn, name + ".exp_avg_sq", type);
+      if (failed(m) || failed(v))
+        return signalPassFailure();
+      auto op = AdamWUpdateOp::create(b, ploc, type, type, type, p, g, *m, *v, lr, t, finite,
+                                      b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+                                      b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
+      results.push_back({op.getNewParam(), name, "parameter", *pIdx});
+      state.push_back({op.getNewM(), name + ".exp_avg", "state", m->getArgNumber()});
+      state.push_back({op.getNewV(), name + ".exp_avg_sq", "state", v->getArgNumber()});
+    }
+  }
+  // Buffers (BatchNorm running stats) and the step count move only on good steps.
+  for (StepResult &r : buffers) {
+    Value old = fn.getArgument(*r.tied);
+    auto cond = broadcastTo(b, loc, finite, tensorTypeOf(old).getShape());
+    r.value = SelectOp::create(b, loc, cond, r.value, old);
+    results.push_back(r);
+  }
+  results.append(state.begin(), state.end());
+  results.push_back({SelectOp::create(b, loc, finite, t, *stepArg), "step", "state",
+                     stepArg->getArgNumber()});
+  setResults(fn, results);
+}
+
+} // namespace
+} // namespace ortc

@@ -1,0 +1,70 @@
+// The training passes: from an inference graph to the whole training step.
+#ifndef ORTC_PASSES_AUTODIFF_PASSES_TD
+#define ORTC_PASSES_AUTODIFF_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AttachLoss : Pass<"ortc-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Turns @forward into a function that returns the scalar training loss";
+  let description = [{
+    `cross_entropy` adds an int64 labels input shaped like the logits without their
+    last dim and takes PyTorch's `F.cross_entropy(logits.reshape(-1, C),
+    labels.reshape(-1))`; `mse` adds a float target shaped like the output; `none`
+    uses the model's own scalar output `loss-output`.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross_entropy\"",
+           "cross_entropy | mse | none">,
+    Option<"labels", "labels", "std::string", "\"labels\"",
+           "Name of the labels (or target) input to add">,
+    Option<"logits", "logits", "std::string", "\"\"",
+           "Output the loss reads (needed when the model has several)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "INT64_MIN",
+           "cross_entropy: label value left out of the mean">,
+    Option<"lossOutput", "loss-output", "std::string", "\"\"",
+           "none: the model's scalar loss output">
+  ];
+  let dependentDialects = ["::ortc::OrtcDialect"];
+}
+
+def Autodiff : Pass<"ortc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: builds @train_step (loss + gradients) and @eval_step";
+  let description = [{
+    Classifies every weight (parameter, buffer, frozen, constant), makes parameters and
+    buffers arguments of `@train_step`, walks the forward ops backwards calling each
+    op's GradientOpInterface, sums gradients of values used more than once, and
+    returns the loss, one gradient per parameter and the updated BatchNorm running
+    statistics. Also builds `@eval_step` (inference semantics, loss only).
+  }];
+  let options = [
+    ListOption<"freeze", "freeze", "std::string",
+               "Globs of weight names kept out of training">
+  ];
+  let dependentDialects = ["::ortc::OrtcDialect"];
+}
+
+def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Replaces @train_step's gradients by gated optimizer updates";
+  let description = [{
+    Adds the run-time learning rate `lr`, the step count and the optimizer state
+    (explicit arguments tied to results), the "loss and all gradients finite" flag
+    that gates every update, optional global-norm clipping, and SGD or AdamW updates
+    with PyTorch's semantics.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"", "sgd | adamw">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", "-1.0",
+           "Weight decay (negative: 0 for sgd, 0.01 for adamw)">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
+           "Clip the global gradient norm to this value (0: off)">
+  ];
+  let dependentDialects = ["::ortc::OrtcDialect"];
+}
+
+#endif // ORTC_PASSES_AUTODIFF_PASSES_TD
