@@ -122,6 +122,11 @@ inline bool isNaNBits(double v) {
   std::memcpy(&b, &v, sizeof b);
   return (b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
 }
+/// Integers are never NaN (reductions also run on index tensors).
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+inline bool isNaNBits(I) {
+  return false;
+}
 
 /// Range [lo, hi) of output positions o in [0, outLen) for which the input
 /// coordinate o * stride + offset lies inside [0, inLen). stride > 0.

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures (once) and builds ortc into build/ with Ninja and ccache. Used by the
+# main-job and test scripts so both build the same way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ ! -f build/build.ninja ]]; then
+  cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
+fi
+ninja -C build -j"${ORTC_JOBS:-2}" | grep -v -E '^\[[0-9]+/[0-9]+\]' || true
+test "${PIPESTATUS[0]}" -eq 0
