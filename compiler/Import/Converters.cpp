@@ -61,8 +61,7 @@ HostTensor hostMap(const std::vector<const HostTensor *> &in, int32_t outType,
     }
     out.data.push_back(f(args));
   }
-  bool isInt = outType != onnx::TensorProto::FLOAT && outType != onnx::TensorProto::DOUBLE;
-  if (isInt)
+  if (!out.isFloat())
     for (double &d : out.data)
       d = std::trunc(d);
   return out;
@@ -95,6 +94,18 @@ std::vector<int64_t> sliceIndices(const Shape &in, const Shape &starts, const Sh
 }
 
 //===-- binders -----------------------------------------------------------===//
+
+/// Fails unless the host inputs broadcast together (hostMap assumes they do).
+LogicalResult checkHostBroadcast(NodeCtx &nc, const std::vector<const HostTensor *> &in) {
+  Shape shape;
+  for (auto *t : in) {
+    auto s = broadcastShapes(shape, t->shape);
+    if (failed(s))
+      return nc.fail("inputs cannot be broadcast together");
+    shape.assign(s->begin(), s->end());
+  }
+  return success();
+}
 
 /// Reads an int list that is an attribute before `inputOpset` and input `idx` after.
 LogicalResult intsFrom(NodeCtx &nc, const char *attrName, size_t idx, int64_t inputOpset,
@@ -229,8 +240,8 @@ LogicalResult binary(NodeCtx &nc, HostFn f) {
     std::vector<const HostTensor *> in;
     for (size_t i = 0; i < nc.numInputs(); ++i)
       in.push_back(nc.constant(i));
-    if (failed(broadcastShapes(in[0]->shape, in.back()->shape)))
-      return nc.fail("inputs cannot be broadcast together");
+    if (failed(checkHostBroadcast(nc, in)))
+      return failure();
     int32_t outType = IsCompare ? (int32_t)onnx::TensorProto::BOOL : in[0]->elemType;
     nc.setOutputHost(0, hostMap(in, outType, [f](const std::vector<double> &a) {
       double r = a[0];
@@ -288,6 +299,8 @@ LogicalResult convAnd(NodeCtx &nc) { return binary<AndOp, true>(nc, [](double a,
 LogicalResult convWhere(NodeCtx &nc) {
   if (nc.allHost()) {
     const HostTensor *c = nc.constant(0), *x = nc.constant(1), *y = nc.constant(2);
+    if (failed(checkHostBroadcast(nc, {c, x, y})))
+      return failure();
     nc.setOutputHost(0, hostMap({c, x, y}, x->elemType,
                                 [](auto &a) { return a[0] ? a[1] : a[2]; }));
     return success();
@@ -306,6 +319,10 @@ LogicalResult hostFromTensorProto(NodeCtx &nc, const onnx::TensorProto &t, HostT
   h.shape.assign(t.dims().begin(), t.dims().end());
   int64_t n = numElements(h.shape);
   const std::string &raw = t.raw_data();
+  size_t esize = t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ? 8
+                 : t.data_type() == onnx::TensorProto::BOOL ? 1 : 4;
+  if (t.has_raw_data() && raw.size() != n * esize)
+    return nc.fail("constant data does not match its shape");
   auto rd = [&](auto tag, size_t i) {
     decltype(tag) v;
     memcpy(&v, raw.data() + i * sizeof(v), sizeof(v));
@@ -334,11 +351,6 @@ LogicalResult hostFromTensorProto(NodeCtx &nc, const onnx::TensorProto &t, HostT
     }
     h.data.push_back(v);
   }
-  size_t esize = t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ? 8
-                 : t.data_type() == onnx::TensorProto::BOOL ? 1 : 4;
-  if ((t.has_raw_data() && raw.size() != n * esize) ||
-      llvm::any_of(h.data, [](double d) { return std::isnan(d) && false; }))
-    return nc.fail("constant data does not match its shape");
   if (!t.has_raw_data()) {
     int64_t have = std::max({t.float_data_size(), t.double_data_size(), t.int64_data_size(),
                              t.int32_data_size()});
@@ -549,8 +561,13 @@ LogicalResult convTranspose(NodeCtx &nc) {
       perm.push_back(i);
   if (nc.allHost()) {
     const HostTensor &x = *nc.constant(0);
-    if ((int64_t)perm.size() != rank)
-      return nc.fail("bad perm");
+    Shape sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool isPerm = (int64_t)perm.size() == rank;
+    for (int64_t i = 0; i < (int64_t)sorted.size(); ++i)
+      isPerm &= sorted[i] == i;
+    if (!isPerm)
+      return nc.fail("perm is not a permutation of the input's dims");
     Shape out, st = stridesOf(x.shape);
     for (int64_t p : perm)
       out.push_back(x.shape.at(p));
@@ -589,6 +606,9 @@ LogicalResult convConcat(NodeCtx &nc) {
       const HostTensor *c = nc.constant(i);
       if ((int64_t)c->shape.size() != rank)
         return nc.fail("inputs differ in rank");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && c->shape[d] != out.shape[d])
+          return nc.fail("inputs differ in dim " + std::to_string(d));
       out.shape[axis] += c->shape[axis];
     }
     int64_t outer = 1;
@@ -672,7 +692,8 @@ LogicalResult emitSlice(NodeCtx &nc, size_t outIdx, const Shape &starts,
     return success();
   }
   Value x = nc.in(0);
-  if (shapeOf(tensorTypeOf(x)) == sizes) {
+  if (shapeOf(tensorTypeOf(x)) == sizes &&
+      llvm::all_of(steps, [](int64_t s) { return s == 1; })) {
     nc.setOutput(outIdx, x);
     return success();
   }
@@ -965,6 +986,8 @@ LogicalResult convMatMul(NodeCtx &nc) {
   Shape sa = shapeOf(tensorTypeOf(a)), sb = shapeOf(tensorTypeOf(b));
   if (sa.empty() || sb.empty())
     return nc.fail("MatMul of a scalar");
+  if (tensorTypeOf(a).getElementType() != tensorTypeOf(b).getElementType())
+    return nc.fail("inputs have different element types");
   bool vecA = sa.size() == 1, vecB = sb.size() == 1;
   if (vecA) { sa.insert(sa.begin(), 1); a = reshape(nc, a, sa); }
   if (vecB) { sb.push_back(1); b = reshape(nc, b, sb); }
@@ -1081,7 +1104,7 @@ template <typename OpT> LogicalResult pool(NodeCtx &nc) {
   auto kernel = nc.attrInts("kernel_shape");
   if (!kernel || x.size() < 3 || x.size() > 5 || kernel->size() != x.size() - 2)
     return nc.fail("pooling needs kernel_shape and 1-3 spatial dims");
-  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+  if (nc.outputUsed(1))
     return nc.fail("the Indices output of MaxPool is not supported");
   if (nc.attrInt("storage_order", 0))
     return nc.fail("storage_order=1 is not supported");
@@ -1169,7 +1192,7 @@ LogicalResult convDropout(NodeCtx &nc) {
       training = t->data.at(0) != 0;
     }
   }
-  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+  if (nc.outputUsed(1))
     return nc.fail("the mask output of Dropout is not supported");
   if (ratio < 0 || ratio >= 1)
     return nc.fail("ratio must be in [0, 1)");
@@ -1185,7 +1208,7 @@ LogicalResult convDropout(NodeCtx &nc) {
 LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
   if (nc.has(2))
     return nc.fail("class weights are not supported");
-  if (nc.node.output_size() > 1 && !nc.node.output(1).empty())
+  if (nc.outputUsed(1))
     return nc.fail("the log_prob output is not supported");
   std::string reduction = nc.attrString("reduction", "mean");
   if (reduction != "mean" && reduction != "sum")

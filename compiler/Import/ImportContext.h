@@ -14,6 +14,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <optional>
+#include <set>
 
 namespace ortc {
 
@@ -53,6 +54,7 @@ public:
   std::map<std::string, Operand> values;
   int64_t opset = 0;
   mlir::Value seed;      ///< the dropout seed argument, when the model has Dropout
+  std::set<std::string> used; ///< value names read by a node or a graph output
   int64_t nextDropoutKey = 0;
 
   /// The IR value of `op`, creating an `ortc.weight` or `ortc.constant` on demand.
@@ -77,6 +79,10 @@ public:
   std::string error;
 
   size_t numInputs() const { return node.input_size(); }
+  /// True when output i exists and something reads it.
+  bool outputUsed(size_t i) const {
+    return i < (size_t)node.output_size() && ic.used.count(node.output(i));
+  }
   bool has(size_t i) const { return i < numInputs() && !node.input(i).empty(); }
   Operand &operand(size_t i) { return ic.values.at(node.input(i)); }
   mlir::Value in(size_t i) { return ic.materialize(operand(i), loc); }

@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <cmath>
@@ -261,8 +262,23 @@ bool Importer::parse() {
   }
   bool text = llvm::StringRef(path).ends_with(".onnxtxt");
   bool ok;
+  std::string textError;
   if (text) {
-    ok = google::protobuf::TextFormat::ParseFromString(bytes, &model);
+    // Collect the parser's first error into the message (instead of protobuf logging
+    // it to stderr on its own).
+    struct Collector : google::protobuf::io::ErrorCollector {
+      std::string &first;
+      explicit Collector(std::string &first) : first(first) {}
+      void AddError(int line, google::protobuf::io::ColumnNumber column,
+                    const std::string &message) override {
+        if (first.empty())
+          first = "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) +
+                  ": " + message;
+      }
+    } collector(textError);
+    google::protobuf::TextFormat::Parser parser;
+    parser.RecordErrorsTo(&collector);
+    ok = parser.ParseFromString(bytes, &model);
   } else {
     google::protobuf::io::CodedInputStream in(
         reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
@@ -271,7 +287,8 @@ bool Importer::parse() {
   }
   if (!ok || !model.has_graph() || model.graph().node_size() == 0) {
     problems.push_back(std::string("not a valid ONNX ") + (text ? "text " : "") +
-                       "model (protobuf parse failed or the graph is empty)");
+                       "model (protobuf parse failed or the graph is empty)" +
+                       (textError.empty() ? "" : ": " + textError));
     return false;
   }
   for (const auto &imp : model.opset_import())
@@ -640,6 +657,11 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
   }
   b.setInsertionPointToEnd(entry);
 
+  for (const auto &n : g.node())
+    for (const auto &in : n.input())
+      ic.used.insert(in);
+  for (const auto &out : g.output())
+    ic.used.insert(out.name());
   std::vector<const onnx::NodeProto *> order;
   if (!topoSort(order))
     return finish();

@@ -13,6 +13,8 @@
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/memory_planning/Passes.h"
+#include "codegen/cpu/CppEmitter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -59,9 +61,7 @@ std::optional<Phase> parsePhase(const std::string &name) {
   return std::nullopt;
 }
 
-bool phaseHasPasses(Phase phase) {
-  return phase == Phase::Import || phase == Phase::Training;
-}
+bool phaseHasPasses(Phase phase) { return phase <= Phase::Schedule; }
 
 void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &options) {
   switch (phase) {
@@ -95,6 +95,9 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createCSEPass());
     break;
   }
+  case Phase::Schedule:
+    pm.addPass(createMemoryPlan());
+    break;
   default:
     break;
   }
@@ -223,14 +226,8 @@ int runBuild(const BuildOptions &options) {
     dumper->write("onnx", *module);
 
   Phase last = options.stopAfter.value_or(Phase::Package);
-  for (int p = 0; p <= static_cast<int>(last); ++p) {
+  for (int p = 0; p <= static_cast<int>(last) && p <= static_cast<int>(Phase::Schedule); ++p) {
     current = static_cast<Phase>(p);
-    if (!phaseHasPasses(current)) {
-      llvm::errs() << "ortc: error: phase '" << phaseName(current)
-                   << "' is not implemented yet; use --stop-after "
-                   << phaseName(static_cast<Phase>(p - 1)) << "\n";
-      return 1;
-    }
     PassManager pm(&ctx);
     buildPhasePipeline(current, pm, options);
     if (dumper) {
@@ -248,16 +245,71 @@ int runBuild(const BuildOptions &options) {
       return 1; // the failing pass reported its diagnostic
   }
 
-  if (options.stopAfter || options.emitMlir) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os);
+  if (last >= Phase::Schedule) {
+    for (auto fn : module->getOps<func::FuncOp>()) {
+      auto bytes = fn->getAttrOfType<IntegerAttr>("ortc.arena_bytes");
+      auto lower = fn->getAttrOfType<IntegerAttr>("ortc.arena_lower_bound");
+      if (!bytes || !lower)
+        continue;
+      llvm::errs() << "ortc: memory plan @" << fn.getSymName() << ": arena "
+                   << bytes.getInt() << " bytes, lower bound " << lower.getInt()
+                   << " bytes, ratio "
+                   << llvm::format("%.3f", lower.getInt()
+                                               ? double(bytes.getInt()) / lower.getInt()
+                                               : 1.0)
+                   << "\n";
+    }
+  }
+
+  auto emitText = [&](const std::string &text) {
     if (options.output.empty()) {
       llvm::outs() << text;
       return 0;
     }
     return writeAtomically(options.output, text) ? 0 : 1;
+  };
+  if ((options.stopAfter && *options.stopAfter <= Phase::Schedule) || options.emitMlir) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return emitText(text);
   }
+
+  // Codegen and packaging.
+  if (options.target != "cpu") {
+    llvm::errs() << "ortc: error: --target " << options.target
+                 << " is not available in this build yet (only cpu)\n";
+    return 1;
+  }
+  auto c0 = std::chrono::steady_clock::now();
+  std::string error2;
+  auto table = TensorTable::build(*module, weights, error2);
+  std::vector<FunctionKernels> functions;
+  std::string source;
+  if (failed(table) || failed(emitCpuKernels(*module, *table, functions, source, error2))) {
+    llvm::errs() << "ortc: error: " << options.model << ": " << error2 << "\n";
+    return 1;
+  }
+  if (options.stopAfter == Phase::Codegen)
+    return emitText(source);
+  auto c1 = std::chrono::steady_clock::now();
+  ArtifactOptions artifact{options.target, options.output, options.arch, options.timing};
+  if (!writeArtifact(artifact, *table, functions, source, error2)) {
+    llvm::errs() << "ortc: error: " << options.output << ": " << error2 << "\n";
+    return 1;
+  }
+  auto c2 = std::chrono::steady_clock::now();
+  if (options.timing)
+    llvm::errs() << "ortc: codegen: "
+                 << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c1 - c0).count())
+                 << " ms, package (C++ compile included): "
+                 << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c2 - c1).count())
+                 << " ms\n";
+  size_t kernels = 0;
+  for (const FunctionKernels &f : functions)
+    kernels += f.kernels.size();
+  llvm::errs() << "ortc: wrote " << options.output << " (" << table->tensors().size()
+               << " tensors, " << kernels << " kernels)\n";
   return 0;
 }
 

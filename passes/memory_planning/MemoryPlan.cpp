@@ -1,0 +1,335 @@
+//===- MemoryPlan.cpp - Op order, liveness and arena offsets -------------===//
+//
+// Algorithm (per step function):
+//  1. Decide which returned values are written straight into the persistent tensor
+//     of their function result. A result tied to an argument A may be written in
+//     place only by an op that runs after every other reader of A, and, if that op
+//     reads A itself, only by an elementwise (in-place safe) op.
+//  2. Schedule: repeatedly pick, among the ops whose operands are ready, the one
+//     that frees the most bytes minus what it allocates (ties: original order).
+//  3. Liveness: a tensor lives from its producer to its last reader; reshape results
+//     are views that extend the life of the tensor they alias.
+//  4. Allocate in schedule order with best fit over a coalescing free list. An
+//     elementwise op reuses the slot of an operand that dies at it (in place).
+//  5. Report the arena size and the lower bound: the most bytes live at once.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/memory_planning/Passes.h"
+
+#include "compiler/Dialect/Ortc/StepFunction.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace ortc {
+#define GEN_PASS_DEF_MEMORYPLAN
+#include "passes/memory_planning/Passes.h.inc"
+
+static constexpr int64_t kAlign = 64;
+
+int64_t byteSize(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
+  int64_t bytes = bits == 1 ? 1 : bits / 8;
+  int64_t n = 1;
+  for (int64_t d : t.getShape())
+    n *= d;
+  return n * bytes;
+}
+
+Placement placementOf(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return {Placement::Argument, 0, arg.getArgNumber(), ""};
+  Operation *op = v.getDefiningOp();
+  if (auto w = dyn_cast<WeightOp>(op))
+    return {Placement::Weight, 0, 0, w.getName().str()};
+  if (isa<ConstantOp>(op))
+    return {Placement::Constant, 0, 0, ""};
+  if (auto r = dyn_cast<ReshapeOp>(op))
+    return placementOf(r.getX());
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("ortc.arena_offsets");
+  int64_t off = offsets ? offsets[cast<OpResult>(v).getResultNumber()] : -1;
+  if (off >= 0)
+    return {Placement::Arena, off, 0, ""};
+  Operation *ret = op->getBlock()->getTerminator();
+  for (OpOperand &use : ret->getOpOperands())
+    if (use.get() == v)
+      return {Placement::Output, 0, use.getOperandNumber(), ""};
+  return {Placement::Arena, -1, 0, ""}; // unplanned
+}
+
+namespace {
+
+Value rootOf(Value v) {
+  while (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getX();
+  return v;
+}
+
+bool inPlaceSafe(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>() || isa<SgdUpdateOp, AdamWUpdateOp>(op);
+}
+
+/// Best-fit allocator over a coalescing free list.
+class Arena {
+public:
+  int64_t alloc(int64_t size) {
+    auto best = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it)
+      if (it->second >= size && (best == free.end() || it->second < best->second))
+        best = it;
+    if (best != free.end()) {
+      int64_t off = best->first, left = best->second - size;
+      free.erase(best);
+      if (left)
+        free[off + size] = left;
+      return off;
+    }
+    // Grow, reusing a free block that ends at the current end.
+    if (!free.empty()) {
+      auto last = std::prev(free.end());
+      if (last->first + last->second == end) {
+        int64_t off = last->first;
+        free.erase(last);
+        end = off + size;
+        return off;
+      }
+    }
+    int64_t off = end;
+    end += size;
+    return off;
+  }
+  void release(int64_t off, int64_t size) {
+    auto it = free.emplace(off, size).first;
+    auto next = std::next(it);
+    if (next != free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free.erase(next);
+    }
+    if (it != free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free.erase(it);
+      }
+    }
+  }
+  int64_t size() const { return end; }
+
+private:
+  std::map<int64_t, int64_t> free;
+  int64_t end = 0;
+};
+
+struct Slot {
+  int64_t offset, size, start, end;
+};
+
+struct MemoryPlanPass : impl::MemoryPlanBase<MemoryPlanPass> {
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      plan(fn);
+  }
+  void plan(func::FuncOp fn);
+};
+
+void MemoryPlanPass::plan(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  DenseMap<Operation *, unsigned> original;
+  for (auto [i, op] : llvm::enumerate(ops))
+    original[op] = i;
+
+  // Users of a root, through reshape views.
+  DenseMap<Value, SmallVector<Operation *>> usersOf;
+  std::function<void(Value, Value)> collect = [&](Value root, Value v) {
+    for (Operation *u : v.getUsers()) {
+      usersOf[root].push_back(u);
+      if (auto r = dyn_cast<ReshapeOp>(u))
+        collect(root, r.getResult());
+    }
+  };
+  for (BlockArgument a : fn.getArguments())
+    collect(a, a);
+  for (Operation *op : ops)
+    if (!isa<ReshapeOp>(op))
+      for (Value r : op->getResults())
+        collect(r, r);
+
+  // 1. Direct writes into function results.
+  DenseSet<Value> direct;
+  DenseMap<Operation *, SmallVector<Operation *>> extraDeps;
+  for (OpOperand &use : ret->getOpOperands()) {
+    Value v = use.get();
+    Operation *p = v.getDefiningOp();
+    if (!p || isa<ReshapeOp, ConstantOp, WeightOp>(p) || !v.hasOneUse())
+      continue;
+    auto tied = resultTied(fn, use.getOperandNumber());
+    if (tied) {
+      Value arg = fn.getArgument(*tied);
+      bool readsArg = llvm::any_of(p->getOperands(),
+                                   [&](Value o) { return rootOf(o) == arg; });
+      if (readsArg && !inPlaceSafe(p))
+        continue;
+      for (Operation *reader : usersOf[arg])
+        if (reader != p && reader != ret.getOperation())
+          extraDeps[p].push_back(reader);
+    }
+    direct.insert(v);
+  }
+  auto arenaResult = [&](Value v) {
+    Operation *p = v.getDefiningOp();
+    return p && !isa<ReshapeOp, ConstantOp, WeightOp>(p) && !direct.count(v);
+  };
+
+  // 2. Greedy schedule.
+  DenseMap<Operation *, unsigned> pendingDeps;
+  DenseMap<Operation *, SmallVector<Operation *>> dependents;
+  for (Operation *op : ops) {
+    SetVector<Operation *> deps;
+    for (Value in : op->getOperands())
+      if (Operation *d = in.getDefiningOp(); d && d->getBlock() == &body)
+        deps.insert(d);
+    for (Operation *d : extraDeps[op])
+      if (d->getBlock() == &body && d != op)
+        deps.insert(d);
+    pendingDeps[op] = deps.size();
+    for (Operation *d : deps)
+      dependents[d].push_back(op);
+  }
+  DenseMap<Value, unsigned> remaining;
+  for (auto &[root, users] : usersOf) {
+    SmallPtrSet<Operation *, 8> distinct(users.begin(), users.end());
+    remaining[root] = distinct.size();
+  }
+  SmallVector<Operation *> ready, order;
+  for (Operation *op : ops)
+    if (!pendingDeps[op])
+      ready.push_back(op);
+  while (!ready.empty()) {
+    auto score = [&](Operation *op) {
+      int64_t s = 0;
+      for (Value r : op->getResults())
+        if (arenaResult(r))
+          s -= byteSize(r.getType());
+      SmallPtrSet<Value, 4> seen;
+      for (Value in : op->getOperands()) {
+        Value root = rootOf(in);
+        if (arenaResult(root) && seen.insert(root).second && remaining[root] == 1)
+          s += byteSize(root.getType());
+      }
+      return s;
+    };
+    auto best = ready.begin();
+    int64_t bestScore = score(*best);
+    for (auto it = std::next(ready.begin()); it != ready.end(); ++it) {
+      int64_t s = score(*it);
+      if (s > bestScore || (s == bestScore && original[*it] < original[*best])) {
+        best = it;
+        bestScore = s;
+      }
+    }
+    Operation *op = *best;
+    ready.erase(best);
+    order.push_back(op);
+    SmallPtrSet<Value, 4> rootsSeen;
+    for (Value in : op->getOperands()) {
+      Value root = rootOf(in);
+      if (rootsSeen.insert(root).second && remaining.count(root))
+        --remaining[root];
+    }
+    for (Operation *d : dependents[op])
+      if (--pendingDeps[d] == 0)
+        ready.push_back(d);
+  }
+  if (order.size() != ops.size()) {
+    fn.emitError("ortc-memory-plan: could not schedule every op (cyclic constraints)");
+    return signalPassFailure();
+  }
+  for (Operation *op : order)
+    op->moveBefore(ret);
+
+  // 3. Liveness by schedule position; the return is position n.
+  DenseMap<Operation *, int64_t> pos;
+  for (auto [i, op] : llvm::enumerate(order))
+    pos[op] = i;
+  pos[ret] = order.size();
+  DenseMap<Value, int64_t> lastUse;
+  for (auto &[root, users] : usersOf) {
+    int64_t last = -1;
+    for (Operation *u : users)
+      last = std::max(last, pos.lookup(u));
+    lastUse[root] = last;
+  }
+
+  // 4. Allocation.
+  Arena arena;
+  std::vector<Slot> slots;
+  DenseMap<Value, unsigned> slotOf;
+  std::multimap<int64_t, unsigned> endsAt;
+  for (auto [i, op] : llvm::enumerate(order)) {
+    SmallVector<int64_t> offsets;
+    llvm::SmallDenseSet<unsigned, 2> reused;
+    for (Value r : op->getResults()) {
+      if (!arenaResult(r)) {
+        offsets.push_back(-1);
+        continue;
+      }
+      int64_t size = llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign);
+      int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
+      std::optional<unsigned> slot;
+      if (op->hasTrait<OpTrait::Elementwise>())
+        for (Value in : op->getOperands()) {
+          Value root = rootOf(in);
+          auto it = slotOf.find(root);
+          if (it != slotOf.end() && lastUse.lookup(root) == (int64_t)i &&
+              slots[it->second].size == size && slots[it->second].end == (int64_t)i &&
+              !reused.count(it->second)) {
+            slot = it->second;
+            break;
+          }
+        }
+      if (slot) {
+        reused.insert(*slot);
+        slots[*slot].end = end;
+        endsAt.emplace(end, *slot);
+      } else {
+        slot = slots.size();
+        slots.push_back({arena.alloc(size), size, (int64_t)i, end});
+        endsAt.emplace(end, *slot);
+      }
+      slotOf[r] = *slot;
+      offsets.push_back(slots[*slot].offset);
+    }
+    if (op->getNumResults())
+      op->setAttr("ortc.arena_offsets", DenseI64ArrayAttr::get(op->getContext(), offsets));
+    // Release the slots whose tensors die here (skipping ones extended in place).
+    auto range = endsAt.equal_range(i);
+    for (auto it = range.first; it != range.second; ++it)
+      if (slots[it->second].end == (int64_t)i)
+        arena.release(slots[it->second].offset, slots[it->second].size);
+    endsAt.erase(range.first, range.second);
+  }
+
+  // 5. Lower bound: most bytes live at once.
+  int64_t lower = 0;
+  for (int64_t t = 0; t <= (int64_t)order.size(); ++t) {
+    int64_t live = 0;
+    for (const Slot &s : slots)
+      if (s.start <= t && t <= s.end)
+        live += s.size;
+    lower = std::max(lower, live);
+  }
+  Builder b(fn.getContext());
+  fn->setAttr("ortc.arena_bytes", b.getI64IntegerAttr(arena.size()));
+  fn->setAttr("ortc.arena_lower_bound", b.getI64IntegerAttr(lower));
+}
+
+} // namespace
+} // namespace ortc
