@@ -23,12 +23,14 @@ if ((${#missing[@]})); then
 fi
 
 # onnx (checker, reference, backend tests) and onnxruntime-training (which also provides the
-# `onnxruntime` inference module) for the Python-side references.
-PY_PKGS=("onnx>=1.16" "onnxruntime-training==1.19.*")
+# `onnxruntime` inference module) for the Python-side references. numpy stays below 2:
+# Debian's torch 1.13 cannot exchange arrays with numpy 2 (and ml_dtypes 0.6 needs it).
+PY_PKGS=("onnx>=1.16" "onnxruntime-training==1.19.*" "numpy<2" "ml_dtypes>=0.5,<0.6")
 if [[ ! -x .venv/bin/python ]]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-if ! .venv/bin/python -c "import onnx, onnxruntime, torch" 2>/dev/null; then
+if ! .venv/bin/python -c "import onnx, onnxruntime, numpy, torch; torch.from_numpy(numpy.ones(1))" \
+  >/dev/null 2>&1; then
   echo "setup: installing Python packages into .venv: ${PY_PKGS[*]}"
   .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
 fi
