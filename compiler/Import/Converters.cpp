@@ -321,7 +321,12 @@ LogicalResult hostFromTensorProto(NodeCtx &nc, const onnx::TensorProto &t, HostT
   const std::string &raw = t.raw_data();
   size_t esize = t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ? 8
                  : t.data_type() == onnx::TensorProto::BOOL ? 1 : 4;
-  if (t.has_raw_data() && raw.size() != n * esize)
+  bool supported = llvm::is_contained({onnx::TensorProto::FLOAT, onnx::TensorProto::DOUBLE,
+                                       onnx::TensorProto::INT64, onnx::TensorProto::INT32,
+                                       onnx::TensorProto::BOOL},
+                                      t.data_type());
+  // Check raw_data's size before reading it.
+  if (supported && t.has_raw_data() && raw.size() != n * esize)
     return nc.fail("constant data does not match its shape");
   auto rd = [&](auto tag, size_t i) {
     decltype(tag) v;

@@ -569,7 +569,12 @@ HostTensor hostOf(const WeightData &w, int32_t elemType) {
     else if (w.dtype == "i64") { int64_t v; memcpy(&v, p + 8 * i, 8); h.data[i] = (double)v; }
     else if (w.dtype == "i32") { int32_t v; memcpy(&v, p + 4 * i, 4); h.data[i] = v; }
     else if (w.dtype == "bool") { h.data[i] = p[i] ? 1 : 0; }
-    else h.data[i] = 0; // f16/bf16 weights are never read on the host
+    else { // f16/bf16 (e.g. Clip bounds read at import time)
+      uint16_t bits;
+      memcpy(&bits, p + 2 * i, 2);
+      APFloat f(w.dtype == "f16" ? APFloat::IEEEhalf() : APFloat::BFloat(), APInt(16, bits));
+      h.data[i] = f.convertToDouble();
+    }
   }
   return h;
 }
