@@ -239,6 +239,11 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &error) {
       .Case([&](ReluOp) { loop(res, "std::max<" + T + ">(" + a(0) + ", " + T + "(0))"); return success(); })
       .Case([&](AbsOp) { loop(res, "std::abs(" + a(0) + ")"); return success(); })
       .Case([&](NotOp) { loop(res, "static_cast<uint8_t>(!" + a(0) + ")"); return success(); })
+      .Case([&](ScaleOp sc) {
+        loop(res, "static_cast<" + T + ">(" + a(0) + " * " +
+                      llvm::formatv("{0:e17}", sc.getFactor().convertToDouble()).str() + ")");
+        return success();
+      })
       .Case([&](ClipOp c) {
         std::string e = a(0);
         if (c.getMin())

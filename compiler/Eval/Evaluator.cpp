@@ -181,6 +181,11 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](ReluOp) { return map(op, [](T a, T) { return a > 0 ? a : T(0); }, [](int64_t a, int64_t) { return a > 0 ? a : 0; }); })
       .Case([&](AbsOp) { return map(op, [](T a, T) { return std::abs(a); }, [](int64_t a, int64_t) { return a < 0 ? -a : a; }); })
       .Case([&](NotOp) { return map(op, [](T a, T) { return T(!a); }, [](int64_t a, int64_t) { return int64_t(!a); }); })
+      .Case([&](ScaleOp sc) {
+        double k = sc.getFactor().convertToDouble();
+        return map(op, [&](T a, T) { return static_cast<T>(a * k); },
+                   [&](int64_t a, int64_t) { return static_cast<int64_t>(a * k); });
+      })
       .Case([&](ClipOp c) {
         double lo = c.getMin() ? c.getMin()->convertToDouble() : -INFINITY;
         double hi = c.getMax() ? c.getMax()->convertToDouble() : INFINITY;

@@ -555,6 +555,25 @@ bool Importer::readInitializer(const onnx::TensorProto &t, WeightData &out) {
   return true;
 }
 
+/// How many leading inputs an op cannot do without (converters test the optional
+/// ones with NodeCtx::has before reading them).
+int requiredInputs(const std::string &op, int64_t opset) {
+  static const std::map<std::string, int> fixed = {
+      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Equal", 2},
+      {"Less", 2}, {"Greater", 2}, {"And", 2}, {"MatMul", 2}, {"Gemm", 2}, {"Conv", 2},
+      {"Where", 3}, {"Gather", 2}, {"Expand", 2}, {"Tile", 2}, {"Range", 3},
+      {"BatchNormalization", 5}, {"LayerNormalization", 2}, {"SoftmaxCrossEntropyLoss", 2},
+      {"Constant", 0}};
+  if (auto it = fixed.find(op); it != fixed.end())
+    return it->second;
+  if ((op == "Reshape" && opset >= 5) || (op == "Unsqueeze" && opset >= 13) ||
+      (op == "Pad" && opset >= 11))
+    return 2;
+  if (op == "Slice" && opset >= 10)
+    return 3;
+  return 1;
+}
+
 /// Host copy of an initializer's data (used when a shape input reads it).
 HostTensor hostOf(const WeightData &w, int32_t elemType) {
   HostTensor h;
@@ -683,6 +702,15 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
       if (!in.empty() && !ic.values.count(in)) {
         problems.push_back("node '" + name + "' (" + node->op_type() + "): input '" + in +
                            "' comes from an output ortc does not compute");
+        return finish();
+      }
+    bool variadic = llvm::is_contained({"Concat", "Min", "Max", "Sum"}, node->op_type());
+    int required = variadic ? std::max(node->input_size(), 1)
+                            : requiredInputs(node->op_type(), ic.opset);
+    for (int i = 0; i < required; ++i)
+      if (i >= node->input_size() || node->input(i).empty()) {
+        problems.push_back("node '" + name + "' (" + node->op_type() + "): input " +
+                           std::to_string(i) + " is required but missing");
         return finish();
       }
     if (failed(table.at(node->op_type()).fn(nc))) {

@@ -13,6 +13,7 @@
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
 #include "codegen/cpu/CppEmitter.h"
 
@@ -68,6 +69,8 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
   case Phase::Import:
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    pm.addNestedPass<func::FuncOp>(createFuseGelu());
+    pm.addPass(createCanonicalizerPass());
     break;
   case Phase::Training: {
     AttachLossOptions loss;

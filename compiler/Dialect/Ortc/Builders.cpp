@@ -72,7 +72,9 @@ Value sumToShape(OpBuilder &b, Location loc, Value grad, ArrayRef<int64_t> shape
 }
 
 Value scale(OpBuilder &b, Location loc, Value x, double s) {
-  return MulOp::create(b, loc, x, splatLike(b, loc, x, s));
+  if (s == 1.0)
+    return x;
+  return ScaleOp::create(b, loc, x, b.getF64FloatAttr(s));
 }
 
 Value addOrNull(OpBuilder &b, Location loc, Value x, Value y) {

@@ -42,7 +42,7 @@ mlir::Value reshapeTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
 /// stretched so that the result has `shape`.
 mlir::Value sumToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
                        llvm::ArrayRef<int64_t> shape);
-/// `x * s` for a compile-time scalar `s`.
+/// `x * s` for a compile-time scalar `s`, kept in f64 (`ortc.scale`).
 mlir::Value scale(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, double s);
 /// `a + b` where either may be null (null means zero).
 mlir::Value addOrNull(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,

@@ -73,6 +73,7 @@ ORTC_UNARY_GRAD(AbsOp, {
   return SelectOp::create(b, loc, pos, dy, negOrZero);
 })
 ORTC_UNARY_GRAD(NotOp, return Value();)
+ORTC_UNARY_GRAD(ScaleOp, return scale(b, loc, dy, getFactor().convertToDouble());)
 ORTC_UNARY_GRAD(GeluOp, return GeluGradOp::create(b, loc, x, dy, getTanh());)
 ORTC_UNARY_GRAD(ClipOp, {
   // PyTorch's clamp passes the gradient where min <= x <= max.

@@ -37,6 +37,16 @@ def Ortc_GeluGradOp : Ortc_Op<"gelu_grad", [Pure, Elementwise, SameOperandsAndRe
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($result)";
 }
 
+def Ortc_ScaleOp : Ortc_UnaryOp<"scale"> {
+  let summary = "x * factor, with the factor kept in f64";
+  let description = [{
+    Compile-time factors of gradient rules and training passes (1/N of a mean,
+    2/sqrt(pi), BatchNorm momentum...) stay exact in float64 evaluation instead of being
+    rounded to the tensor's element type as a splat constant would be.
+  }];
+  let arguments = (ins Ortc_Tensor:$x, F64Attr:$factor);
+}
+
 def Ortc_ClipOp : Ortc_UnaryOp<"clip"> {
   let summary = "Clamps to [min, max]; a bound that is absent does not clamp";
   let arguments = (ins Ortc_Tensor:$x, OptionalAttr<F64Attr>:$min,

@@ -413,6 +413,12 @@ def bad_unknown_op():
     return model(nodes, [vi("x", F, [2, 3])], [out("y")])
 
 
+@register("bad-empty-required.onnxtxt")
+def bad_empty_required():
+    return model([node("Concat", ["", "x"], ["y"], "concat_node", axis=0)],
+                 [vi("x", F, [2])], [out("y")])
+
+
 @register("bad-dangling.onnxtxt")
 def bad_dangling():
     nodes = [node("Add", ["x", "ghost"], ["y"], "add_ghost")]

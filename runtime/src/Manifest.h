@@ -1,0 +1,106 @@
+//===- Manifest.h - manifest.json: rules, validation, parsed form -*- C++ -*-===//
+//
+// Why: the runtime must refuse a malformed artifact with a message that names the
+// offending key, before it allocates or dlopens anything. The rules live in
+// schemas/manifest.schema.json; there is no JSON Schema library for C++ in Debian,
+// so this file mirrors the schema as a small table of `Rule`s (the subset of JSON
+// Schema the manifest uses) interpreted by one generic checker. A unit test walks
+// the schema file and this table side by side and fails on any difference, so the
+// schema stays the single source of truth. Rules JSON Schema cannot express (unique
+// names, sizes, cross references) are checked afterwards in `parseManifest`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_RUNTIME_MANIFEST_H
+#define ORTC_RUNTIME_MANIFEST_H
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ortc {
+namespace manifest {
+
+/// The JSON Schema `type`s the manifest uses.
+enum class JsonType { String, Integer, Array, Object };
+
+struct Rule;
+struct Property {
+  std::string name;
+  const Rule *rule;
+};
+
+/// One schema node. Only the keywords below are supported; the schema test fails if
+/// the schema file uses any other validation keyword.
+struct Rule {
+  std::string ref; ///< non-empty: this node is `$defs/<ref>` (referenced by `$ref`)
+  JsonType type = JsonType::String;
+  // Strings.
+  std::string pattern;              ///< ECMAScript regex, "" = none
+  int64_t minLength = 0;
+  std::vector<std::string> choices; ///< `enum`
+  std::optional<std::string> constString;
+  // Integers.
+  std::optional<int64_t> minimum, constInt;
+  // Arrays.
+  const Rule *items = nullptr;
+  int64_t minItems = 0;
+  // Objects.
+  std::vector<std::string> required;
+  std::vector<Property> properties;
+  bool closed = false;          ///< `additionalProperties: false`
+  const Rule *values = nullptr; ///< `additionalProperties: {...}`
+  const Rule *names = nullptr;  ///< `propertyNames`
+};
+
+/// The root rule (the whole manifest).
+const Rule &rootRule();
+/// The format_version this runtime reads.
+constexpr int64_t kFormatVersion = 1;
+
+/// Checks `value` against `rule`; on failure sets `error` to "<path>: <what>".
+bool validate(const nlohmann::json &value, const Rule &rule, const std::string &path,
+              std::string &error);
+
+/// Bytes per element of a manifest dtype, 0 if unknown.
+size_t dtypeSize(const std::string &dtype);
+
+} // namespace manifest
+
+struct TensorDesc {
+  std::string name, role, dtype;
+  std::vector<int64_t> shape;
+  int64_t numel = 1, bytes = 0;
+  bool hasInit = false;
+  int64_t initOffset = 0, initBytes = 0;
+};
+
+struct FunctionDesc {
+  std::vector<std::string> kernels, inputs, outputs;
+};
+
+struct Manifest {
+  int64_t formatVersion = 0;
+  std::string target, kernelsObject;
+  std::vector<std::string> arch;
+  int64_t arenaBytes = 0;
+  std::vector<TensorDesc> tensors;
+  std::map<std::string, size_t> byName;
+  std::map<std::string, FunctionDesc> functions;
+  std::map<std::string, std::string> files; ///< file name -> sha256 hex
+};
+
+/// Why parseManifest failed: lets the C API pick a status code.
+enum class ManifestError { None, Syntax, Version, Target, Invalid };
+
+/// Parses and checks manifest text. Order: JSON syntax, format, format_version,
+/// target (only "cpu" is runnable by this build), the schema rules, then the
+/// semantic rules. Messages do not carry the file name (the caller prefixes it).
+ManifestError parseManifest(const std::string &text, Manifest &out, std::string &error);
+
+} // namespace ortc
+
+#endif // ORTC_RUNTIME_MANIFEST_H

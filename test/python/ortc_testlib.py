@@ -1,0 +1,74 @@
+# Shared scaffolding of the Python numerics tests: where the tools are, how to run them,
+# and how to make a sample comparable with PyTorch (Dropout off, same weights).
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("ORTC_BUILD", os.path.join(ROOT, "build"))
+ORTC = os.path.join(BUILD, "tools", "ortc", "ortc")
+ORTC_RUN = os.path.join(BUILD, "runtime", "ortc-run")
+SAMPLES = ["mlp", "cnn", "gpt2", "bert"]
+# Generated kernels are compiled once per distinct source and at low optimisation.
+ENV = dict(os.environ, ORTC_KERNEL_CACHE=os.path.join(BUILD, "kernel-cache"), ORTC_CXX_OPT="-O1")
+
+
+def run(cmd, **kw):
+    """Runs a command; raises with its output when it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+    if p.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def sample_path(name):
+    return os.path.join(ROOT, "samples", name, name + ".onnx")
+
+
+def without_dropout(name, out_dir):
+    """A copy of a sample whose Dropout ratios are 0, so it computes what PyTorch computes
+    with p=0 (the two frameworks' dropout RNGs differ by design)."""
+    m = onnx.load(sample_path(name))
+    ratio_names = {n.input[1] for n in m.graph.node if n.op_type == "Dropout" and len(n.input) > 1}
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0] in ratio_names:
+            for a in n.attribute:
+                if a.name == "value":
+                    a.t.CopyFrom(numpy_helper.from_array(np.array(0.0, dtype=np.float32)))
+    for init in m.graph.initializer:
+        if init.name in ratio_names:
+            init.CopyFrom(numpy_helper.from_array(np.array(0.0, dtype=np.float32), init.name))
+    path = os.path.join(out_dir, name + ".onnx")
+    onnx.save(m, path)
+    return path
+
+
+def reference(name, out_dir, *args):
+    """Runs samples/reference.py (PyTorch) and loads its .npz."""
+    path = os.path.join(out_dir, "ref.npz")
+    run([sys.executable, os.path.join(ROOT, "samples", "reference.py"), name, "0", path] + list(args))
+    return dict(np.load(path))
+
+
+def feed_of(ref):
+    """The batch arrays of a reference file (inputs and labels)."""
+    return {k: v for k, v in ref.items() if "/" not in k and k not in ("loss_0", "losses", "meta", "trainable")}
+
+
+def rel_err(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+class TempDir:
+    def __enter__(self):
+        self.t = tempfile.TemporaryDirectory(prefix="ortc-test-")
+        return self.t.name
+
+    def __exit__(self, *exc):
+        self.t.cleanup()
