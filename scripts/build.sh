@@ -3,6 +3,8 @@
 # main-job and test scripts so both build the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache keys on relative paths below the checkout, so fresh clones share the cache.
+export CCACHE_BASEDIR="$PWD"
 if [[ ! -f build/build.ninja ]]; then
   cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
