@@ -135,6 +135,7 @@ public:
       return;
     }
     op->print(os);
+    os << "\n";
   }
 
 private:
@@ -275,6 +276,7 @@ int runBuild(const BuildOptions &options) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
+    os << "\n"; // as mlir-opt/ortc-opt print it, so the text round-trips exactly
     return emitText(text);
   }
 

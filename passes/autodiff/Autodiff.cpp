@@ -143,20 +143,32 @@ void AutodiffPass::runOnOperation() {
   grads[loss] = splat(b, NameLoc::get(b.getStringAttr("loss_grad"), fn.getLoc()),
                       tensorTypeOf(loss), 1.0);
   std::vector<std::string> missing;
+  // Values whose gradient could not be built (downstream of an op without a rule):
+  // the walk goes on through them so that every missing rule is found in one run.
+  DenseSet<Value> blocked;
   SmallVector<Operation *> forwardOps;
   for (Operation &op : body.without_terminator())
     forwardOps.push_back(&op);
   for (Operation *op : llvm::reverse(forwardOps)) {
     SmallVector<Value> resultGrads;
     bool any = false;
+    bool isBlocked = false;
     for (Value r : op->getResults()) {
       Value g = grads.lookup(r);
       resultGrads.push_back(g);
       any |= static_cast<bool>(g);
+      isBlocked |= blocked.contains(r);
     }
-    if (!any)
+    if (!any && !isBlocked)
       continue;
     auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule || isBlocked) {
+      for (Value in : op->getOperands())
+        if (reachedFrom.count(in) && isFloatValue(in))
+          blocked.insert(in);
+    }
+    if (isBlocked && rule)
+      continue;
     if (!rule) {
       std::string s;
       llvm::raw_string_ostream os(s);

@@ -1,0 +1,27 @@
+// RUN: ortc-opt --ortc-attach-loss %s | FileCheck %s --check-prefix=CE
+// RUN: ortc-opt --ortc-attach-loss="loss=mse labels=target" %s | FileCheck %s --check-prefix=MSE
+// RUN: ortc-opt --ortc-attach-loss="ignore-index=-100" %s | FileCheck %s --check-prefix=IGN
+// RUN: not ortc-opt --ortc-attach-loss="logits=nope" %s 2>&1 | FileCheck %s --check-prefix=BAD
+
+ortc.global @w : tensor<8x5xf32> {kind = "weight", onnx_name = "w"}
+func.func @forward(%x: tensor<2x3x8xf32> {ortc.name = "x"}) -> (tensor<2x3x5xf32> {ortc.name = "logits"}) {
+  %w = ortc.weight @w : tensor<8x5xf32>
+  %f = ortc.reshape %x : tensor<2x3x8xf32> -> tensor<6x8xf32>
+  %m = ortc.matmul %f, %w : tensor<6x8xf32>, tensor<8x5xf32> -> tensor<6x5xf32>
+  %y = ortc.reshape %m : tensor<6x5xf32> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// [B,T,V] logits: labels are [B,T] int64, the loss reads logits as [B*T, V].
+// CE: func.func @forward(%{{.*}}: tensor<2x3x8xf32> {ortc.name = "x"}, %[[L:.*]]: tensor<2x3xi64> {ortc.name = "labels"}) -> (tensor<f32> {ortc.name = "loss", ortc.role = "loss"})
+// CE: %[[FL:.*]] = ortc.reshape %[[L]] : tensor<2x3xi64> -> tensor<6xi64>
+// CE: ortc.softmax_cross_entropy %{{.*}}, %[[FL]] : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+
+// MSE: func.func @forward(%{{.*}}: tensor<2x3x8xf32> {ortc.name = "x"}, %[[T:.*]]: tensor<2x3x5xf32> {ortc.name = "target"})
+// MSE: %[[D:.*]] = ortc.sub %{{.*}}, %[[T]] : tensor<2x3x5xf32>
+// MSE: %[[S:.*]] = ortc.mul %[[D]], %[[D]]
+// MSE: ortc.reduce_mean %[[S]] {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x5xf32> -> tensor<f32>
+
+// IGN: ortc.softmax_cross_entropy {{.*}}ignore_index = -100 : i64
+
+// BAD: the model has no output 'nope' (outputs: 'logits')
