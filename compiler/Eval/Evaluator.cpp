@@ -34,7 +34,8 @@ bool isFloatType(Value v) {
 }
 int64_t product(const Shape &s, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t p = 1;
-  for (size_t i = from; i < std::min(to, s.size()); ++i)
+  size_t end = std::min(to, s.size());
+  for (size_t i = from; i < end; ++i)
     p *= s[i];
   return p;
 }
