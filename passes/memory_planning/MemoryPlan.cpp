@@ -126,6 +126,7 @@ private:
 
 struct Slot {
   int64_t offset, size, start, end;
+  bool released = false;
 };
 
 struct MemoryPlanPass : impl::MemoryPlanBase<MemoryPlanPass> {
@@ -297,11 +298,13 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
         }
       if (slot) {
         reused.insert(*slot);
-        slots[*slot].end = end;
-        endsAt.emplace(end, *slot);
+        if (end != slots[*slot].end) {
+          slots[*slot].end = end;
+          endsAt.emplace(end, *slot);
+        }
       } else {
         slot = slots.size();
-        slots.push_back({arena.alloc(size), size, (int64_t)i, end});
+        slots.push_back({arena.alloc(size), size, (int64_t)i, end, false});
         endsAt.emplace(end, *slot);
       }
       slotOf[r] = *slot;
@@ -311,9 +314,13 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
       op->setAttr("ortc.arena_offsets", DenseI64ArrayAttr::get(op->getContext(), offsets));
     // Release the slots whose tensors die here (skipping ones extended in place).
     auto range = endsAt.equal_range(i);
-    for (auto it = range.first; it != range.second; ++it)
-      if (slots[it->second].end == (int64_t)i)
-        arena.release(slots[it->second].offset, slots[it->second].size);
+    for (auto it = range.first; it != range.second; ++it) {
+      Slot &s = slots[it->second];
+      if (s.end == (int64_t)i && !s.released) {
+        s.released = true;
+        arena.release(s.offset, s.size);
+      }
+    }
     endsAt.erase(range.first, range.second);
   }
 
