@@ -69,7 +69,7 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
   case Phase::Import:
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
-    pm.addNestedPass<func::FuncOp>(createFuseGelu());
+    pm.addPass(createFuseGelu());
     pm.addPass(createCanonicalizerPass());
     break;
   case Phase::Training: {
@@ -117,8 +117,8 @@ public:
 
   void runAfterPass(Pass *pass, Operation *op) override {
     std::string arg = pass->getArgument().str();
-    if (!passes.count("all") && !passes.count(arg))
-      return;
+    if (arg.empty() || (!passes.count("all") && !passes.count(arg)))
+      return; // pass adaptors have no name; their nested passes are dumped
     write(arg, op);
   }
 

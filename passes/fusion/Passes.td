@@ -4,7 +4,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def FuseGelu : Pass<"ortc-fuse-gelu", "mlir::func::FuncOp"> {
+def FuseGelu : Pass<"ortc-fuse-gelu", "mlir::ModuleOp"> {
   let summary = "Fuses exporter-decomposed GELU into ortc.gelu";
   let description = [{
     torch.onnx.export writes exact GELU as x * 0.5 * (1 + erf(x / sqrt(2))) with

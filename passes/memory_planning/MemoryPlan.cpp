@@ -11,7 +11,8 @@
 //     are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
 //     elementwise op reuses the slot of an operand that dies at it (in place).
-//  5. Report the arena size and the lower bound: the most bytes live at once.
+//  5. Re-pack the same lifetimes "greedy by size" and keep the smaller plan.
+//  6. Report the arena size and the lower bound: the most bytes live at once.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/memory_planning/Passes.h"
@@ -21,6 +22,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 
@@ -275,13 +277,10 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
   DenseMap<Value, unsigned> slotOf;
   std::multimap<int64_t, unsigned> endsAt;
   for (auto [i, op] : llvm::enumerate(order)) {
-    SmallVector<int64_t> offsets;
     llvm::SmallDenseSet<unsigned, 2> reused;
     for (Value r : op->getResults()) {
-      if (!arenaResult(r)) {
-        offsets.push_back(-1);
+      if (!arenaResult(r))
         continue;
-      }
       int64_t size = llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign);
       int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
       std::optional<unsigned> slot;
@@ -308,10 +307,7 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
         endsAt.emplace(end, *slot);
       }
       slotOf[r] = *slot;
-      offsets.push_back(slots[*slot].offset);
     }
-    if (op->getNumResults())
-      op->setAttr("ortc.arena_offsets", DenseI64ArrayAttr::get(op->getContext(), offsets));
     // Release the slots whose tensors die here (skipping ones extended in place).
     auto range = endsAt.equal_range(i);
     for (auto it = range.first; it != range.second; ++it) {
@@ -324,7 +320,54 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
     endsAt.erase(range.first, range.second);
   }
 
-  // 5. Lower bound: most bytes live at once.
+  // 5. The sweep's best fit is online; with every lifetime known, "greedy by size"
+  // (largest slot first, at the lowest offset free for its whole lifetime) often
+  // packs tighter. Keep whichever plan is smaller.
+  int64_t arenaBytes = arena.size();
+  {
+    std::vector<unsigned> bySize(slots.size());
+    std::iota(bySize.begin(), bySize.end(), 0);
+    llvm::stable_sort(bySize, [&](unsigned a, unsigned b) {
+      return slots[a].size != slots[b].size ? slots[a].size > slots[b].size
+                                            : slots[a].start < slots[b].start;
+    });
+    std::vector<int64_t> offset(slots.size(), -1);
+    std::vector<unsigned> placed;
+    int64_t top = 0;
+    for (unsigned s : bySize) {
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (unsigned p : placed)
+        if (slots[p].start <= slots[s].end && slots[s].start <= slots[p].end)
+          busy.push_back({offset[p], offset[p] + slots[p].size});
+      llvm::sort(busy);
+      int64_t at = 0;
+      for (auto [b, e] : busy) {
+        if (at + slots[s].size <= b)
+          break;
+        at = std::max(at, e);
+      }
+      offset[s] = at;
+      top = std::max(top, at + slots[s].size);
+      placed.push_back(s);
+    }
+    if (top < arenaBytes) {
+      for (unsigned s = 0; s < slots.size(); ++s)
+        slots[s].offset = offset[s];
+      arenaBytes = top;
+    }
+  }
+  for (Operation *op : order) {
+    if (!op->getNumResults())
+      continue;
+    SmallVector<int64_t> offsets;
+    for (Value r : op->getResults()) {
+      auto it = slotOf.find(r);
+      offsets.push_back(it == slotOf.end() ? -1 : slots[it->second].offset);
+    }
+    op->setAttr("ortc.arena_offsets", DenseI64ArrayAttr::get(op->getContext(), offsets));
+  }
+
+  // 6. Lower bound: most bytes live at once.
   int64_t lower = 0;
   for (int64_t t = 0; t <= (int64_t)order.size(); ++t) {
     int64_t live = 0;
@@ -334,7 +377,7 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
     lower = std::max(lower, live);
   }
   Builder b(fn.getContext());
-  fn->setAttr("ortc.arena_bytes", b.getI64IntegerAttr(arena.size()));
+  fn->setAttr("ortc.arena_bytes", b.getI64IntegerAttr(arenaBytes));
   fn->setAttr("ortc.arena_lower_bound", b.getI64IntegerAttr(lower));
 }
 

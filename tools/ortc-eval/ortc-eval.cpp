@@ -71,6 +71,7 @@ template <typename T> ortc::EvalTensor<T> fromWeight(const ortc::WeightData &w) 
 struct Out {
   std::string name;
   std::vector<int64_t> shape;
+  bool isFloat;
   std::vector<double> f;
   std::vector<int64_t> i;
 };
@@ -114,7 +115,7 @@ int run(func::FuncOp fn, const std::vector<ortc::npz::Array> &feed,
       name = "grad/" + name;
     else if (gradients && role == "buffer")
       name = "buffer/" + name;
-    Out o{name, results[r].shape, {}, {}};
+    Out o{name, results[r].shape, results[r].isFloat, {}, {}};
     if (results[r].isFloat)
       o.f.assign(results[r].f.begin(), results[r].f.end());
     else
@@ -123,10 +124,8 @@ int run(func::FuncOp fn, const std::vector<ortc::npz::Array> &feed,
   }
   std::vector<ortc::npz::ArrayRef> refs;
   for (const Out &o : outs)
-    refs.push_back({o.name, o.f.empty() && !o.i.empty() ? ortc::npz::DType::I64
-                                                        : ortc::npz::DType::F64,
-                    o.shape, o.f.empty() && !o.i.empty() ? (const void *)o.i.data()
-                                                         : (const void *)o.f.data()});
+    refs.push_back({o.name, o.isFloat ? ortc::npz::DType::F64 : ortc::npz::DType::I64, o.shape,
+                    o.isFloat ? (const void *)o.f.data() : (const void *)o.i.data()});
   if (!ortc::npz::writeNpz(out, refs, error)) {
     llvm::errs() << "ortc-eval: error: " << error << "\n";
     return 1;
@@ -180,7 +179,7 @@ int main(int argc, char **argv) {
   }
   PassManager pm(&ctx);
   pm.addPass(createCanonicalizerPass());
-  pm.addNestedPass<func::FuncOp>(ortc::createFuseGelu());
+  pm.addPass(ortc::createFuseGelu());
   pm.addPass(createCanonicalizerPass());
   if (gradients) {
     ortc::AttachLossOptions lo;

@@ -40,6 +40,9 @@ struct Case {
   std::vector<int64_t> outShape; ///< shape of %y
 };
 
+/// gtest prints the case by name, not as bytes.
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
+
 std::string typeOf(const std::vector<int64_t> &shape) {
   std::string s = "tensor<";
   for (int64_t d : shape)
