@@ -82,7 +82,7 @@ struct Rules {
   // Top level.
   Rule format = stringRule();
   Rule version = intRule({}, kFormatVersion);
-  Rule target = enumRule({"cpu", "cuda", "hip"});
+  Rule target = enumRule({"cpu", "cuda", "rocm"});
   Rule archName = stringRule("^[A-Za-z0-9_.+-]+$");
   Rule arch = arrayRule(&archName, 1);
   Rule tensors = arrayRule(&tensor);
@@ -122,10 +122,14 @@ struct Rules {
 
 const char *typeName(JsonType t) {
   switch (t) {
-  case JsonType::String: return "a string";
-  case JsonType::Integer: return "an integer";
-  case JsonType::Array: return "an array";
-  case JsonType::Object: return "an object";
+  case JsonType::String:
+    return "a string";
+  case JsonType::Integer:
+    return "an integer";
+  case JsonType::Array:
+    return "an array";
+  case JsonType::Object:
+    return "an object";
   }
   return "?";
 }
@@ -154,8 +158,7 @@ const Rule &rootRule() {
   return rules.root;
 }
 
-bool validate(const nlohmann::json &v, const Rule &r, const std::string &path,
-              std::string &error) {
+bool validate(const nlohmann::json &v, const Rule &r, const std::string &path, std::string &error) {
   bool typeOk = r.type == JsonType::String    ? v.is_string()
                 : r.type == JsonType::Integer ? v.is_number_integer()
                 : r.type == JsonType::Array   ? v.is_array()
@@ -169,16 +172,14 @@ bool validate(const nlohmann::json &v, const Rule &r, const std::string &path,
       return fail(error, path, "must not be empty");
     if (r.constString && s != *r.constString)
       return fail(error, path, show(v) + " is not \"" + *r.constString + "\"");
-    if (!r.choices.empty() &&
-        std::find(r.choices.begin(), r.choices.end(), s) == r.choices.end())
+    if (!r.choices.empty() && std::find(r.choices.begin(), r.choices.end(), s) == r.choices.end())
       return fail(error, path, show(v) + " is not one of " + join(r.choices));
     if (!r.pattern.empty() && !std::regex_search(s, std::regex(r.pattern)))
       return fail(error, path, show(v) + " does not match " + r.pattern);
     return true;
   }
   case JsonType::Integer: {
-    if (v.is_number_unsigned() &&
-        v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
       return fail(error, path, show(v) + " is too large");
     int64_t i = v.get<int64_t>();
     if (r.minimum && i < *r.minimum)
@@ -228,10 +229,14 @@ bool validate(const nlohmann::json &v, const Rule &r, const std::string &path,
 }
 
 size_t dtypeSize(const std::string &d) {
-  if (d == "f32" || d == "i32") return 4;
-  if (d == "f64" || d == "i64") return 8;
-  if (d == "f16" || d == "bf16") return 2;
-  if (d == "bool") return 1;
+  if (d == "f32" || d == "i32")
+    return 4;
+  if (d == "f64" || d == "i64")
+    return 8;
+  if (d == "f16" || d == "bf16")
+    return 2;
+  if (d == "bool")
+    return 1;
   return 0;
 }
 
@@ -257,6 +262,7 @@ std::vector<std::string> strings(const nlohmann::json &v) {
 } // namespace
 
 ManifestError parseManifest(const std::string &text, Manifest &m, std::string &error) {
+  m = Manifest();
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -278,9 +284,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
   }
   const nlohmann::json &ver = j.contains("format_version") ? j["format_version"] : nullptr;
   if (!ver.is_number_integer() || ver.get<int64_t>() != manifest::kFormatVersion) {
-    error = "format_version " + (ver.is_null() ? std::string("missing") : ver.dump()) +
-            " is not supported: this runtime reads format_version " +
-            std::to_string(manifest::kFormatVersion);
+    error = "format version " + (ver.is_null() ? std::string("missing") : ver.dump()) +
+            ", but this runtime reads version " + std::to_string(manifest::kFormatVersion);
     return ManifestError::Version;
   }
   if (j.contains("target") && j["target"].is_string() && j["target"] != "cpu") {
@@ -292,9 +297,9 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     std::string t = j["target"].get<std::string>();
     bool known = targets && std::find(targets->choices.begin(), targets->choices.end(), t) !=
                                 targets->choices.end();
-    error = known ? "the artifact targets '" + t + "', but this runtime was built with the " +
-                        "cpu backend only and has no '" + t + "' backend"
-                  : "unknown target '" + t + "' (this runtime runs target 'cpu')";
+    error = known ? "built for target '" + t +
+                        "', but this runtime has only the cpu backend (no '" + t + "' backend)"
+                  : "unknown target '" + t + "' (this runtime has only the cpu backend)";
     return ManifestError::Target;
   }
   if (!manifest::validate(j, manifest::rootRule(), "", error))
@@ -326,8 +331,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
       d.initOffset = t["init"]["offset"].get<int64_t>();
       d.initBytes = t["init"]["bytes"].get<int64_t>();
       if (d.initBytes != d.bytes) {
-        error = where + ": init.bytes is " + std::to_string(d.initBytes) + " but a " +
-                d.dtype + " tensor of this shape has " + std::to_string(d.bytes) + " bytes";
+        error = where + ": init.bytes is " + std::to_string(d.initBytes) + " but a " + d.dtype +
+                " tensor of this shape has " + std::to_string(d.bytes) + " bytes";
         return ManifestError::Invalid;
       }
     }

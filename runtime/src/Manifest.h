@@ -39,7 +39,7 @@ struct Rule {
   std::string ref; ///< non-empty: this node is `$defs/<ref>` (referenced by `$ref`)
   JsonType type = JsonType::String;
   // Strings.
-  std::string pattern;              ///< ECMAScript regex, "" = none
+  std::string pattern; ///< ECMAScript regex, "" = none
   int64_t minLength = 0;
   std::vector<std::string> choices; ///< `enum`
   std::optional<std::string> constString;

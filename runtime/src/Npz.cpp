@@ -23,30 +23,46 @@ namespace npz {
 
 const char *descr(DType d) {
   switch (d) {
-  case DType::F32: return "<f4";
-  case DType::F64: return "<f8";
-  case DType::I64: return "<i8";
-  case DType::I32: return "<i4";
-  case DType::Bool: return "|b1";
-  case DType::U8: return "|u1";
-  case DType::F16: return "<f2";
-  case DType::U16: return "<u2";
+  case DType::F32:
+    return "<f4";
+  case DType::F64:
+    return "<f8";
+  case DType::I64:
+    return "<i8";
+  case DType::I32:
+    return "<i4";
+  case DType::Bool:
+    return "|b1";
+  case DType::U8:
+    return "|u1";
+  case DType::F16:
+    return "<f2";
+  case DType::U16:
+    return "<u2";
   }
   return "?";
 }
 
 size_t itemSize(DType d) {
   switch (d) {
-  case DType::F64: case DType::I64: return 8;
-  case DType::F32: case DType::I32: return 4;
-  case DType::F16: case DType::U16: return 2;
-  case DType::Bool: case DType::U8: return 1;
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::U16:
+    return 2;
+  case DType::Bool:
+  case DType::U8:
+    return 1;
   }
   return 0;
 }
 
 std::string describe(DType d) {
-  static const char *names[] = {"float32", "float64", "int64", "int32",
+  static const char *names[] = {"float32", "float64", "int64",   "int32",
                                 "bool",    "uint8",   "float16", "uint16"};
   return std::string(names[int(d)]) + " (" + descr(d) + ")";
 }
@@ -68,7 +84,7 @@ bool parseDescr(const std::string &s, DType &out) {
 
 bool fromManifestDtype(const std::string &d, DType &out) {
   static const std::pair<const char *, DType> table[] = {
-      {"f32", DType::F32}, {"f64", DType::F64},  {"i64", DType::I64}, {"i32", DType::I32},
+      {"f32", DType::F32},   {"f64", DType::F64}, {"i64", DType::I64}, {"i32", DType::I32},
       {"bool", DType::Bool}, {"f16", DType::F16}, {"bf16", DType::U16}};
   for (const auto &[name, dtype] : table)
     if (d == name) {
@@ -225,6 +241,7 @@ bool writeAll(const std::string &path, const std::string &data, std::string &err
 } // namespace
 
 bool parseNpy(const std::string &b, Array &out, std::string &error) {
+  out = Array();
   if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) {
     error = "not a .npy file (bad magic)";
     return false;
@@ -316,7 +333,8 @@ std::string makeNpy(const ArrayRef &a) {
   size_t bytes = itemSize(a.dtype);
   for (int64_t d : a.shape)
     bytes *= size_t(d);
-  out.append(static_cast<const char *>(a.data), bytes);
+  if (bytes)
+    out.append(static_cast<const char *>(a.data), bytes);
   return out;
 }
 

@@ -1,339 +1,546 @@
-//===- Runtime.cpp - Artifact loading and the step executor --------------===//
+//===- Runtime.cpp - Artifact loading, sessions and the step executor ----===//
 //
-// An artifact is checked once at load (schema, version, target, hashes, kernel
-// symbols); a session then owns one buffer per persistent tensor and a single arena,
-// and running a function is a walk over its kernel list.
+// Why: everything that can be wrong with an artifact (manifest, version, target,
+// CPU level, hashes, params.bin ranges, kernel symbols) is checked once, in
+// ortc_artifact_load, so that running a step is only a walk over a list of
+// function pointers. A session owns one 64-byte aligned block holding every
+// persistent tensor plus one arena; sessions share the loaded artifact through a
+// shared_ptr, so freeing the artifact before its sessions is safe. Every entry
+// point catches exceptions and turns them into a status and a message.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/runtime.h"
 
 #include "Manifest.h"
 #include "Npz.h"
-#include "SchemaCheck.h"
 #include "ortc/sha256.h"
 
 #include <dlfcn.h>
-#include <limits.h>
-#include <stdlib.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
+#include <new>
 #include <sstream>
-#include <string>
-#include <vector>
 
-using nlohmann::json;
+namespace fs = std::filesystem;
+using ortc::Manifest;
+using ortc::TensorDesc;
 
 namespace {
+
 thread_local std::string lastError;
 
-ortc_status fail(const std::string &msg) {
-  lastError = msg;
-  return ORTC_ERROR;
+ortc_status fail(ortc_status status, std::string message) {
+  lastError = std::move(message);
+  return status;
 }
 
-using Kernel = void (*)(void *const *, char *);
+using KernelFn = void (*)(void *const *, char *);
 
-struct TensorDesc {
-  std::string name, role, dtype;
-  std::vector<int64_t> shape;
-  int64_t bytes = 0;
-  int64_t initOffset = -1;
+struct ArtifactData {
+  std::string dir; ///< as the caller spelled it, for messages
+  Manifest manifest;
+  std::string params; ///< params.bin
+  void *handle = nullptr;
+  std::map<std::string, std::vector<KernelFn>> kernels;
 };
 
-struct Function {
-  std::vector<Kernel> kernels;
-  std::vector<std::string> inputs, outputs;
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
 };
+using Block = std::unique_ptr<char, FreeDeleter>;
 
-bool readAll(const std::string &path, std::string &out) {
+/// 64-byte aligned, zeroed; at least 64 bytes so every pointer is distinct and valid.
+Block allocate(uint64_t bytes) {
+  uint64_t rounded = (std::max<uint64_t>(bytes, 64) + 63) / 64 * 64;
+  if (rounded < bytes || rounded > (uint64_t(1) << 48))
+    throw std::bad_alloc();
+  char *p = static_cast<char *>(std::aligned_alloc(64, size_t(rounded)));
+  if (!p)
+    throw std::bad_alloc();
+  std::memset(p, 0, size_t(rounded));
+  return Block(p);
+}
+
+unsigned roleBit(const std::string &role) {
+  static const char *roles[] = {"input", "scalar",   "parameter", "buffer",
+                                "state", "constant", "output"};
+  for (unsigned i = 0; i < 7; ++i)
+    if (role == roles[i])
+      return 1u << i;
+  return 0;
+}
+
+std::string join(const std::string &dir, const std::string &file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+/// Reads a whole file; the error names it.
+ortc_status readFile(const std::string &path, std::string &out) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
-    return false;
+    return fail(ORTC_ERR_IO, path + ": cannot open: " + std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
+  if (f.bad())
+    return fail(ORTC_ERR_IO, path + ": read error");
   out = ss.str();
-  return true;
+  return ORTC_OK;
 }
 
-/// 64-byte aligned zeroed storage.
-struct Aligned {
-  void *p = nullptr;
-  size_t n = 0;
-  explicit Aligned(size_t bytes) : n(bytes) {
-    p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
-    if (p)
-      std::memset(p, 0, ((bytes + 63) / 64) * 64 + 64);
+/// Whether this CPU runs code compiled for the instruction-set level `arch`.
+bool archSupported(const std::string &arch, std::string &why) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") &&
+            __builtin_cpu_supports("ssse3");
+  bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("bmi2");
+  bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (arch == "x86-64" || arch == "x86-64-v1")
+    return true;
+  if (arch == "x86-64-v2" || arch == "x86-64-v3" || arch == "x86-64-v4") {
+    bool ok = arch.back() == '2' ? v2 : arch.back() == '3' ? v3 : v4;
+    if (!ok)
+      why = "the kernels were compiled for " + arch + ", which this CPU does not support";
+    return ok;
   }
-  ~Aligned() { std::free(p); }
-  Aligned(const Aligned &) = delete;
+#endif
+  why = "the kernels were compiled for '" + arch + "', which this runtime cannot run";
+  return false;
+}
+
+struct Loader {
+  ArtifactData &a;
+  std::string manifestPath() const { return join(a.dir, "manifest.json"); }
+
+  ortc_status run() {
+    std::error_code ec;
+    if (!fs::is_directory(a.dir, ec))
+      return fail(ORTC_ERR_IO, a.dir + ": not an ortc artifact (no such directory)");
+    if (!fs::exists(manifestPath(), ec))
+      return fail(ORTC_ERR_IO, a.dir + ": not an ortc artifact (no manifest.json)");
+    std::string text;
+    if (ortc_status s = readFile(manifestPath(), text))
+      return s;
+    std::string error;
+    switch (ortc::parseManifest(text, a.manifest, error)) {
+    case ortc::ManifestError::None:
+      break;
+    case ortc::ManifestError::Version:
+      return fail(ORTC_ERR_VERSION, manifestPath() + ": " + error);
+    case ortc::ManifestError::Target:
+      return fail(ORTC_ERR_TARGET, manifestPath() + ": " + error);
+    default:
+      return fail(ORTC_ERR_BAD_ARTIFACT, manifestPath() + ": " + error);
+    }
+    for (const std::string &arch : a.manifest.arch)
+      if (!archSupported(arch, error))
+        return fail(ORTC_ERR_TARGET, manifestPath() + ": " + error);
+    if (ortc_status s = checkFiles())
+      return s;
+    return loadKernels();
+  }
+
+  ortc_status checkFiles() {
+    for (const auto &[name, expected] : a.manifest.files) {
+      std::string path = join(a.dir, name), bytes;
+      if (ortc_status s = readFile(path, bytes))
+        return s;
+      std::string actual = ortc::sha256Hex(bytes);
+      if (actual != expected)
+        return fail(ORTC_ERR_INTEGRITY,
+                    path +
+                        ": SHA-256 does not match the manifest (the file was modified or is "
+                        "corrupt): expected " +
+                        expected + ", got " + actual);
+      if (name == "params.bin")
+        a.params = std::move(bytes);
+    }
+    uint64_t size = a.params.size();
+    for (const TensorDesc &t : a.manifest.tensors)
+      if (t.hasInit &&
+          (uint64_t(t.initOffset) > size || uint64_t(t.initBytes) > size - t.initOffset))
+        return fail(ORTC_ERR_INTEGRITY, join(a.dir, "params.bin") + ": tensor '" + t.name +
+                                            "' has init bytes [" + std::to_string(t.initOffset) +
+                                            ", " + std::to_string(t.initOffset + t.initBytes) +
+                                            "), outside the file (" + std::to_string(size) +
+                                            " bytes)");
+    return ORTC_OK;
+  }
+
+  ortc_status loadKernels() {
+    std::string path = fs::absolute(join(a.dir, a.manifest.kernelsObject)).lexically_normal();
+    dlerror();
+    // RTLD_NODELETE: OpenMP worker threads may outlive the artifact; the code stays.
+    a.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!a.handle) {
+      const char *why = dlerror();
+      return fail(ORTC_ERR_KERNEL, path + ": cannot load the kernels: " + (why ? why : "?"));
+    }
+    for (const auto &[fn, desc] : a.manifest.functions) {
+      std::vector<KernelFn> &list = a.kernels[fn];
+      for (const std::string &k : desc.kernels) {
+        dlerror();
+        void *sym = dlsym(a.handle, k.c_str());
+        if (!sym)
+          return fail(ORTC_ERR_KERNEL, join(a.dir, a.manifest.kernelsObject) +
+                                           ": missing kernel symbol '" + k +
+                                           "' (needed by function '" + fn + "')");
+        list.push_back(reinterpret_cast<KernelFn>(sym));
+      }
+    }
+    return ORTC_OK;
+  }
 };
+
+template <typename F> ortc_status guarded(F &&f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc &) {
+    return fail(ORTC_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception &e) {
+    return fail(ORTC_ERR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(ORTC_ERR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+std::string describeTensor(const TensorDesc &t) {
+  return t.role + " " + t.dtype + " " + ortc::npz::shapeString(t.shape);
+}
+
 } // namespace
 
-constexpr int kFormatVersion = 1;
-
 struct ortc_artifact {
-  std::string dir;
-  std::vector<TensorDesc> tensors;
-  std::map<std::string, int> byName;
-  std::map<std::string, Function> functions;
-  std::string params;
-  int64_t arenaBytes = 0;
-  void *so = nullptr;
-  ~ortc_artifact() {
-    if (so)
-      dlclose(so);
-  }
+  std::shared_ptr<ArtifactData> data;
 };
 
 struct ortc_session {
-  const ortc_artifact *artifact;
-  std::vector<std::unique_ptr<Aligned>> storage;
+  std::shared_ptr<ArtifactData> art;
+  Block block, arena;
   std::vector<void *> bufs;
-  std::unique_ptr<Aligned> arena;
+  std::vector<char> bound;
+  const Manifest &m() const { return art->manifest; }
+  const TensorDesc *tensor(int64_t i) const {
+    return i >= 0 && uint64_t(i) < m().tensors.size() ? &m().tensors[size_t(i)] : nullptr;
+  }
 };
+
+namespace {
+
+ortc_status saveNpz(const ortc_session *s, const char *path, unsigned roles) {
+  if (!s || !path)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "null session or path");
+  std::vector<ortc::npz::ArrayRef> arrays;
+  for (size_t i = 0; i < s->m().tensors.size(); ++i) {
+    const TensorDesc &t = s->m().tensors[i];
+    ortc::npz::DType d;
+    if ((roleBit(t.role) & roles) && ortc::npz::fromManifestDtype(t.dtype, d))
+      arrays.push_back({t.name, d, t.shape, s->bufs[i]});
+  }
+  std::string error;
+  if (!ortc::npz::writeNpz(path, arrays, error))
+    return fail(ORTC_ERR_IO, error);
+  return ORTC_OK;
+}
+
+ortc_status loadNpz(ortc_session *s, const char *path, unsigned roles) {
+  if (!s || !path)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "null session or path");
+  if (!std::ifstream(path))
+    return fail(ORTC_ERR_IO, std::string(path) + ": cannot open: " + std::strerror(errno));
+  std::vector<ortc::npz::Array> arrays;
+  std::string error;
+  if (!ortc::npz::readNpz(path, arrays, error))
+    return fail(ORTC_ERR_BAD_FILE, error);
+  std::map<std::string, const ortc::npz::Array *> byName;
+  for (const auto &a : arrays)
+    if (!byName.emplace(a.name, &a).second)
+      return fail(ORTC_ERR_BAD_FILE, std::string(path) + ": array '" + a.name + "' appears twice");
+  std::string p(path);
+  std::vector<std::pair<size_t, const ortc::npz::Array *>> plan;
+  for (size_t i = 0; i < s->m().tensors.size(); ++i) {
+    const TensorDesc &t = s->m().tensors[i];
+    if (!(roleBit(t.role) & roles))
+      continue;
+    auto it = byName.find(t.name);
+    if (it == byName.end())
+      return fail(ORTC_ERR_MISMATCH, p + ": no array '" + t.name + "' (" + describeTensor(t) + ")");
+    ortc::npz::DType want;
+    ortc::npz::fromManifestDtype(t.dtype, want);
+    if (it->second->dtype != want)
+      return fail(ORTC_ERR_MISMATCH, p + ": '" + t.name + "' is " +
+                                         ortc::npz::describe(it->second->dtype) +
+                                         ", the artifact's " + t.role + " is " + t.dtype + " (" +
+                                         ortc::npz::descr(want) + ")");
+    if (it->second->shape != t.shape)
+      return fail(ORTC_ERR_MISMATCH, p + ": '" + t.name + "' has shape " +
+                                         ortc::npz::shapeString(it->second->shape) +
+                                         ", the artifact's " + t.role + " has shape " +
+                                         ortc::npz::shapeString(t.shape));
+    plan.push_back({i, it->second});
+    byName.erase(it);
+  }
+  if (!byName.empty())
+    return fail(ORTC_ERR_MISMATCH, p + ": array '" + byName.begin()->first +
+                                       "' is not a tensor of this artifact that can be loaded");
+  for (const auto &[i, a] : plan)
+    std::memcpy(s->bufs[i], a->data.data(), a->data.size());
+  return ORTC_OK;
+}
+
+} // namespace
 
 extern "C" {
 
 const char *ortc_last_error(void) { return lastError.c_str(); }
 
-ortc_status ortc_artifact_load(const char *dirArg, ortc_artifact **out) {
-  *out = nullptr;
-  std::string dir = dirArg;
-  std::string manifestPath = dir + "/manifest.json", text;
-  if (!readAll(manifestPath, text))
-    return fail(dir + ": not an ortc artifact (cannot read manifest.json)");
-  json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded())
-    return fail(manifestPath + ": not valid JSON");
-  if (m.is_object() && m.contains("format_version") && m["format_version"] != kFormatVersion)
-    return fail(manifestPath + ": format version " + m["format_version"].dump() +
-                ", but this runtime reads version " + std::to_string(kFormatVersion) +
-                " (rebuild the artifact with a matching ortc)");
-  if (std::string e = ortc::checkSchema(ortc::manifestSchema(), m); !e.empty())
-    return fail(manifestPath + ": " + e);
-  if (m["target"] != "cpu")
-    return fail(dir + ": built for target '" + m["target"].get<std::string>() +
-                "', but this runtime has only the cpu backend (rebuild with --target cpu)");
+const char *ortc_status_name(ortc_status s) {
+  static const char *names[] = {"ORTC_OK",
+                                "ORTC_ERR_INVALID_ARGUMENT",
+                                "ORTC_ERR_IO",
+                                "ORTC_ERR_BAD_ARTIFACT",
+                                "ORTC_ERR_VERSION",
+                                "ORTC_ERR_TARGET",
+                                "ORTC_ERR_INTEGRITY",
+                                "ORTC_ERR_KERNEL",
+                                "ORTC_ERR_NOT_FOUND",
+                                "ORTC_ERR_MISMATCH",
+                                "ORTC_ERR_BAD_FILE",
+                                "ORTC_ERR_OUT_OF_MEMORY",
+                                "ORTC_ERR_INTERNAL"};
+  return unsigned(s) < sizeof(names) / sizeof(*names) ? names[s] : "ORTC_ERR_UNKNOWN";
+}
 
-  auto a = std::make_unique<ortc_artifact>();
-  a->dir = dir;
-  a->arenaBytes = m["arena_bytes"];
-  for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
-    std::string name = it.key(), bytes;
-    if (name.find('/') != std::string::npos || name.find("..") != std::string::npos)
-      return fail(manifestPath + ": file name '" + name + "' leaves the artifact folder");
-    if (!readAll(dir + "/" + name, bytes))
-      return fail(dir + "/" + name + ": missing");
-    if (ortc::sha256Hex(bytes) != it.value().get<std::string>())
-      return fail(dir + "/" + name + ": SHA-256 does not match the manifest (corrupted or edited)");
-    if (name == "params.bin")
-      a->params = std::move(bytes);
-  }
-  std::string object = m["kernels_object"];
-  if (!m["files"].contains(object) || !m["files"].contains("params.bin"))
-    return fail(manifestPath + ": the kernel object and params.bin must be listed in 'files'");
-  for (const json &t : m["tensors"]) {
-    TensorDesc d{t["name"], t["role"], t["dtype"], t["shape"].get<std::vector<int64_t>>()};
-    int64_t n = 1;
-    for (int64_t s : d.shape)
-      n *= s;
-    d.bytes = n * ortc::manifest::dtypeSize(d.dtype);
-    if (t.contains("init")) {
-      int64_t off = t["init"]["offset"], bytes = t["init"]["bytes"];
-      if (bytes != d.bytes || off + bytes > (int64_t)a->params.size())
-        return fail(dir + "/params.bin: the initial value of '" + d.name +
-                    "' does not fit (offset " + std::to_string(off) + ", " +
-                    std::to_string(bytes) + " bytes)");
-      d.initOffset = off;
-    }
-    if (a->byName.count(d.name))
-      return fail(manifestPath + ": tensor '" + d.name + "' is listed twice");
-    a->byName[d.name] = a->tensors.size();
-    a->tensors.push_back(d);
-  }
-  char real[PATH_MAX];
-  std::string soPath = dir + "/" + object;
-  if (!realpath(soPath.c_str(), real))
-    return fail(soPath + ": missing");
-  // RTLD_NODELETE: unloading a library whose OpenMP threads still exist crashes.
-  a->so = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!a->so)
-    return fail(soPath + ": cannot load (" + std::string(dlerror()) + ")");
-  for (auto it = m["functions"].begin(); it != m["functions"].end(); ++it) {
-    Function f;
-    for (const json &k : it.value()["kernels"]) {
-      auto sym = reinterpret_cast<Kernel>(dlsym(a->so, k.get<std::string>().c_str()));
-      if (!sym)
-        return fail(soPath + ": kernel '" + k.get<std::string>() + "' of " + it.key() +
-                    " is missing");
-      f.kernels.push_back(sym);
-    }
-    for (const json &n : it.value()["inputs"])
-      f.inputs.push_back(n);
-    for (const json &n : it.value()["outputs"])
-      f.outputs.push_back(n);
-    for (const std::string &n : f.inputs)
-      if (!a->byName.count(n))
-        return fail(manifestPath + ": " + it.key() + " reads unknown tensor '" + n + "'");
-    a->functions[it.key()] = std::move(f);
-  }
-  *out = a.release();
-  return ORTC_OK;
+int ortc_format_version(void) { return int(ortc::manifest::kFormatVersion); }
+
+ortc_status ortc_artifact_load(const char *dir, ortc_artifact **out) {
+  if (!dir || !out)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_load: null argument");
+  *out = nullptr;
+  return guarded([&] {
+    auto data = std::make_shared<ArtifactData>();
+    data->dir = dir;
+    if (ortc_status s = Loader{*data}.run())
+      return s;
+    *out = new ortc_artifact{std::move(data)};
+    return ORTC_OK;
+  });
 }
 
 void ortc_artifact_free(ortc_artifact *artifact) { delete artifact; }
 
-ortc_status ortc_session_create(const ortc_artifact *a, ortc_session **out) {
-  auto s = std::make_unique<ortc_session>();
-  s->artifact = a;
-  for (const TensorDesc &t : a->tensors) {
-    auto buf = std::make_unique<Aligned>(t.bytes);
-    if (!buf->p)
-      return fail("out of memory allocating '" + t.name + "'");
-    if (t.initOffset >= 0)
-      std::memcpy(buf->p, a->params.data() + t.initOffset, t.bytes);
-    s->bufs.push_back(buf->p);
-    s->storage.push_back(std::move(buf));
-  }
-  s->arena = std::make_unique<Aligned>(a->arenaBytes);
-  if (!s->arena->p)
-    return fail("out of memory allocating the arena");
-  *out = s.release();
+ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {
+  if (!artifact)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_set_threads: null artifact");
+  if (n <= 0)
+    return ORTC_OK;
+  // dlsym on the handle also searches the kernels' dependencies (libgomp, openblas).
+  if (auto *omp =
+          reinterpret_cast<void (*)(int)>(dlsym(artifact->data->handle, "omp_set_num_threads")))
+    omp(n);
+  if (auto *blas = reinterpret_cast<void (*)(int)>(
+          dlsym(artifact->data->handle, "openblas_set_num_threads")))
+    blas(n);
   return ORTC_OK;
+}
+
+ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
+  if (!artifact || !out)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_session_create: null argument");
+  *out = nullptr;
+  return guarded([&] {
+    auto s = std::make_unique<ortc_session>();
+    s->art = artifact->data;
+    const Manifest &m = s->m();
+    std::vector<uint64_t> offsets;
+    uint64_t total = 0;
+    for (const TensorDesc &t : m.tensors) {
+      offsets.push_back(total);
+      total += (std::max<uint64_t>(t.bytes, 1) + 63) / 64 * 64;
+      if (total > (uint64_t(1) << 48))
+        return fail(ORTC_ERR_OUT_OF_MEMORY,
+                    "the tensors of " + s->art->dir + " need more than 256 TiB");
+    }
+    try {
+      s->block = allocate(total);
+      s->arena = allocate(uint64_t(m.arenaBytes));
+    } catch (const std::bad_alloc &) {
+      return fail(ORTC_ERR_OUT_OF_MEMORY, "cannot allocate " + std::to_string(total) +
+                                              " bytes of tensors and an arena of " +
+                                              std::to_string(m.arenaBytes) + " bytes");
+    }
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      char *p = s->block.get() + offsets[i];
+      const TensorDesc &t = m.tensors[i];
+      if (t.hasInit)
+        std::memcpy(p, s->art->params.data() + t.initOffset, size_t(t.initBytes));
+      s->bufs.push_back(p);
+    }
+    s->bound.assign(m.tensors.size(), 0);
+    *out = s.release();
+    return ORTC_OK;
+  });
 }
 
 void ortc_session_free(ortc_session *session) { delete session; }
 
-int ortc_tensor_count(const ortc_session *s) { return s->artifact->tensors.size(); }
+int64_t ortc_tensor_count(const ortc_session *s) { return s ? int64_t(s->m().tensors.size()) : 0; }
 
-int ortc_tensor_find(const ortc_session *s, const char *name) {
-  auto it = s->artifact->byName.find(name);
-  return it == s->artifact->byName.end() ? -1 : it->second;
-}
-
-ortc_status ortc_tensor_info(const ortc_session *s, int i, const char **name, const char **role,
-                             const char **dtype, int *rank, const int64_t **dims) {
-  if (i < 0 || i >= ortc_tensor_count(s))
-    return fail("tensor index " + std::to_string(i) + " out of range");
-  const TensorDesc &t = s->artifact->tensors[i];
-  if (name) *name = t.name.c_str();
-  if (role) *role = t.role.c_str();
-  if (dtype) *dtype = t.dtype.c_str();
-  if (rank) *rank = t.shape.size();
-  if (dims) *dims = t.shape.data();
+ortc_status ortc_tensor_info(const ortc_session *s, int64_t index, const char **name,
+                             const char **role, const char **dtype, int64_t *rank,
+                             const int64_t **dims) {
+  const TensorDesc *t = s ? s->tensor(index) : nullptr;
+  if (!t)
+    return fail(ORTC_ERR_INVALID_ARGUMENT,
+                "ortc_tensor_info: no tensor at index " + std::to_string(index));
+  if (name)
+    *name = t->name.c_str();
+  if (role)
+    *role = t->role.c_str();
+  if (dtype)
+    *dtype = t->dtype.c_str();
+  if (rank)
+    *rank = int64_t(t->shape.size());
+  if (dims)
+    *dims = t->shape.data();
   return ORTC_OK;
 }
 
-void *ortc_tensor_data(ortc_session *s, int i) {
-  return i >= 0 && i < ortc_tensor_count(s) ? s->bufs[i] : nullptr;
+int64_t ortc_tensor_find(const ortc_session *s, const char *name) {
+  if (!s || !name)
+    return -1;
+  auto it = s->m().byName.find(name);
+  return it == s->m().byName.end() ? -1 : int64_t(it->second);
 }
 
-size_t ortc_tensor_bytes(const ortc_session *s, int i) {
-  return i >= 0 && i < ortc_tensor_count(s) ? s->artifact->tensors[i].bytes : 0;
+void *ortc_tensor_data(ortc_session *s, int64_t index) {
+  if (!s || !s->tensor(index))
+    return nullptr;
+  s->bound[size_t(index)] = 1;
+  return s->bufs[size_t(index)];
+}
+
+size_t ortc_tensor_bytes(const ortc_session *s, int64_t index) {
+  const TensorDesc *t = s ? s->tensor(index) : nullptr;
+  return t ? size_t(t->bytes) : 0;
+}
+
+namespace {
+const std::vector<std::string> *functionList(const ortc_session *s, const char *function,
+                                             bool inputs) {
+  if (!s || !function)
+    return nullptr;
+  auto it = s->m().functions.find(function);
+  if (it == s->m().functions.end())
+    return nullptr;
+  return inputs ? &it->second.inputs : &it->second.outputs;
+}
+const char *listItem(const std::vector<std::string> *list, int64_t i) {
+  return list && i >= 0 && uint64_t(i) < list->size() ? (*list)[size_t(i)].c_str() : nullptr;
+}
+} // namespace
+
+int64_t ortc_function_input_count(const ortc_session *s, const char *function) {
+  auto *list = functionList(s, function, true);
+  return list ? int64_t(list->size()) : -1;
+}
+
+const char *ortc_function_input(const ortc_session *s, const char *function, int64_t i) {
+  return listItem(functionList(s, function, true), i);
+}
+
+int64_t ortc_function_output_count(const ortc_session *s, const char *function) {
+  auto *list = functionList(s, function, false);
+  return list ? int64_t(list->size()) : -1;
+}
+
+const char *ortc_function_output(const ortc_session *s, const char *function, int64_t i) {
+  return listItem(functionList(s, function, false), i);
 }
 
 ortc_status ortc_bind_input(ortc_session *s, const char *name, const void *data, size_t bytes) {
-  int i = ortc_tensor_find(s, name);
+  if (!s || !name || (!data && bytes))
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_bind_input: null argument");
+  int64_t i = ortc_tensor_find(s, name);
   if (i < 0)
-    return fail(std::string("the model has no input '") + name + "'");
-  const TensorDesc &t = s->artifact->tensors[i];
+    return fail(ORTC_ERR_NOT_FOUND, std::string("bind: the artifact has no tensor '") + name + "'");
+  const TensorDesc &t = *s->tensor(i);
   if (t.role != "input" && t.role != "scalar")
-    return fail("'" + t.name + "' is a " + t.role + ", not an input");
-  if ((int64_t)bytes != t.bytes)
-    return fail("input '" + t.name + "' needs " + std::to_string(t.bytes) + " bytes, got " +
-                std::to_string(bytes));
-  std::memcpy(s->bufs[i], data, bytes);
+    return fail(ORTC_ERR_INVALID_ARGUMENT,
+                "bind: '" + t.name + "' is a " + t.role + ", not an input or scalar");
+  if (uint64_t(t.bytes) != bytes)
+    return fail(ORTC_ERR_MISMATCH, "bind: '" + t.name + "' (" + describeTensor(t) + ") takes " +
+                                       std::to_string(t.bytes) + " bytes, got " +
+                                       std::to_string(bytes));
+  if (bytes)
+    std::memcpy(s->bufs[size_t(i)], data, bytes);
+  s->bound[size_t(i)] = 1;
   return ORTC_OK;
 }
 
 ortc_status ortc_run(ortc_session *s, const char *function) {
-  auto it = s->artifact->functions.find(function);
-  if (it == s->artifact->functions.end())
-    return fail(std::string("the artifact has no function '") + function + "'");
-  void *const *bufs = s->bufs.data();
-  char *arena = static_cast<char *>(s->arena->p);
-  for (Kernel k : it->second.kernels)
-    k(bufs, arena);
+  if (!s || !function)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_run: null argument");
+  auto fn = s->m().functions.find(function);
+  if (fn == s->m().functions.end())
+    return fail(ORTC_ERR_INVALID_ARGUMENT,
+                s->art->dir + " has no function '" + std::string(function) + "'");
+  for (const std::string &in : fn->second.inputs)
+    if (!s->bound[s->m().byName.at(in)])
+      return fail(ORTC_ERR_INVALID_ARGUMENT,
+                  std::string(function) + ": input '" + in + "' was never bound (ortc_bind_input)");
+  const std::vector<KernelFn> &kernels = s->art->kernels.at(function);
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    try {
+      kernels[k](s->bufs.data(), s->arena.get());
+    } catch (const std::exception &e) {
+      return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" + fn->second.kernels[k] +
+                                       "' failed: " + e.what());
+    } catch (...) {
+      return fail(ORTC_ERR_KERNEL,
+                  std::string(function) + ": kernel '" + fn->second.kernels[k] + "' failed");
+    }
+  }
   return ORTC_OK;
 }
 
 ortc_status ortc_read_output(const ortc_session *s, const char *name, void *dst, size_t bytes) {
-  int i = ortc_tensor_find(s, name);
+  if (!s || !name || (!dst && bytes))
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_read_output: null argument");
+  int64_t i = ortc_tensor_find(s, name);
   if (i < 0)
-    return fail(std::string("the model has no tensor '") + name + "'");
-  if ((int64_t)bytes != s->artifact->tensors[i].bytes)
-    return fail(std::string("tensor '") + name + "' has " +
-                std::to_string(s->artifact->tensors[i].bytes) + " bytes, asked for " +
-                std::to_string(bytes));
-  std::memcpy(dst, s->bufs[i], bytes);
+    return fail(ORTC_ERR_NOT_FOUND, std::string("read: the artifact has no tensor '") + name + "'");
+  const TensorDesc &t = *s->tensor(i);
+  if (uint64_t(t.bytes) != bytes)
+    return fail(ORTC_ERR_MISMATCH, "read: '" + t.name + "' (" + describeTensor(t) + ") has " +
+                                       std::to_string(t.bytes) + " bytes, asked for " +
+                                       std::to_string(bytes));
+  if (bytes)
+    std::memcpy(dst, s->bufs[size_t(i)], bytes);
   return ORTC_OK;
 }
 
-} // extern "C"
-
-namespace {
-
-bool savedRole(const std::string &role, bool withState) {
-  return role == "parameter" || role == "buffer" || (withState && role == "state");
-}
-
-ortc_status saveNpz(const ortc_session *s, const char *path, bool withState) {
-  std::vector<ortc::npz::ArrayRef> arrays;
-  for (size_t i = 0; i < s->artifact->tensors.size(); ++i) {
-    const TensorDesc &t = s->artifact->tensors[i];
-    ortc::npz::DType dtype;
-    if (savedRole(t.role, withState) && ortc::npz::fromManifestDtype(t.dtype, dtype))
-      arrays.push_back({t.name, dtype, t.shape, s->bufs[i]});
-  }
-  std::string error;
-  return ortc::npz::writeNpz(path, arrays, error) ? ORTC_OK : fail(error);
-}
-
-ortc_status loadNpz(ortc_session *s, const char *path, bool withState) {
-  std::vector<ortc::npz::Array> list;
-  std::string error;
-  if (!ortc::npz::readNpz(path, list, error))
-    return fail(error);
-  std::map<std::string, ortc::npz::Array> arrays;
-  for (auto &a : list)
-    arrays[a.name] = std::move(a);
-  // Check everything first so a bad file changes nothing.
-  for (size_t i = 0; i < s->artifact->tensors.size(); ++i) {
-    const TensorDesc &t = s->artifact->tensors[i];
-    if (!savedRole(t.role, withState))
-      continue;
-    auto it = arrays.find(t.name);
-    if (it == arrays.end())
-      return fail(std::string(path) + ": no array for " + t.role + " '" + t.name + "'");
-    ortc::npz::DType dtype;
-    if (!ortc::npz::fromManifestDtype(t.dtype, dtype) || it->second.dtype != dtype ||
-        it->second.shape != t.shape)
-      return fail(std::string(path) + ": '" + t.name + "' has the wrong dtype or shape");
-  }
-  for (size_t i = 0; i < s->artifact->tensors.size(); ++i) {
-    const TensorDesc &t = s->artifact->tensors[i];
-    if (savedRole(t.role, withState))
-      std::memcpy(s->bufs[i], arrays[t.name].data.data(), t.bytes);
-  }
-  return ORTC_OK;
-}
-
-} // namespace
-
-extern "C" {
 ortc_status ortc_checkpoint_save(const ortc_session *s, const char *path) {
-  return saveNpz(s, path, true);
+  return guarded([&] { return saveNpz(s, path, ORTC_ROLES_CHECKPOINT); });
 }
+
 ortc_status ortc_checkpoint_load(ortc_session *s, const char *path) {
-  return loadNpz(s, path, true);
+  return guarded([&] { return loadNpz(s, path, ORTC_ROLES_CHECKPOINT); });
 }
-ortc_status ortc_params_save(const ortc_session *s, const char *path) {
-  return saveNpz(s, path, false);
+
+ortc_status ortc_save_params_npz(const ortc_session *s, const char *path, unsigned roles) {
+  return guarded([&] { return saveNpz(s, path, roles); });
 }
-ortc_status ortc_params_load(ortc_session *s, const char *path) {
-  return loadNpz(s, path, false);
+
+ortc_status ortc_load_params_npz(ortc_session *s, const char *path, unsigned roles) {
+  return guarded([&] { return loadNpz(s, path, roles); });
 }
+
 } // extern "C"

@@ -1,9 +1,13 @@
 //===- TrainLoop.cpp - The loop behind `ortc train` and `ortc-run` -------===//
 //
-// FEED.npz holds one array per input of the train step, named as in the model. An
-// array with one more leading dim than the input is a sequence of batches used in
-// turn; otherwise the same batch is reused. Integer and float arrays are converted to
-// the input's dtype. The dropout seed of step i is seed * 1000003 + i.
+// Why: one implementation of the feed semantics and the step guard for both
+// front ends, written against the public C API only (so the API is enough to
+// train). FEED.npz holds one array per function input of role "input"; an array
+// with one extra leading dimension is a sequence of K batches (step i uses batch
+// i mod K), otherwise the batch is reused. numpy's defaults (float64, int64) are
+// converted within their kind (float -> f32/f64, int -> i64/i32 range-checked);
+// float <-> int is refused. "lr" and "seed" scalars come from the options ("seed"
+// is the same every step); "step" is optimizer state the kernels advance.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/train_loop.h"
@@ -14,201 +18,445 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace ortc {
 namespace {
 
-using npz::DType;
+using Clock = std::chrono::steady_clock;
 
-bool isFloat(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::F16; }
-
-double readElem(const npz::Array &a, int64_t i) {
-  const char *p = a.data.data();
-  switch (a.dtype) {
-  case DType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-  case DType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-  case DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return (double)v; }
-  case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-  default: return (unsigned char)p[i];
-  }
-}
-
-void writeElem(std::vector<char> &out, const std::string &dtype, int64_t i, double v) {
-  char *p = out.data();
-  if (dtype == "f32") { float x = v; std::memcpy(p + 4 * i, &x, 4); }
-  else if (dtype == "f64") { std::memcpy(p + 8 * i, &v, 8); }
-  else if (dtype == "i64") { int64_t x = (int64_t)v; std::memcpy(p + 8 * i, &x, 8); }
-  else if (dtype == "i32") { int32_t x = (int32_t)v; std::memcpy(p + 4 * i, &x, 4); }
-  else p[i] = v != 0;
-}
-
-/// One input's batches, already converted to its dtype.
-struct Feed {
-  std::string name;
-  std::vector<std::vector<char>> batches;
+struct ArtifactDeleter {
+  void operator()(ortc_artifact *a) const { ortc_artifact_free(a); }
+};
+struct SessionDeleter {
+  void operator()(ortc_session *s) const { ortc_session_free(s); }
 };
 
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
+struct TensorRef {
+  int64_t index = -1;
+  std::string name, role, dtype;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+/// One function input fed from the feed: `batches` == 0 means a single batch.
+struct FeedBinding {
+  TensorRef tensor;
+  const char *data = nullptr;             ///< the array's bytes, or `converted`'s
+  std::shared_ptr<std::string> converted; ///< set when the dtype was widened/narrowed
+  int64_t batches = 0;
+};
+
+/// Converts a float array to f32/f64, or an integer array to i64/i32 (range
+/// checked). Returns false (and sets `error` only on overflow) when the kinds
+/// differ or a dtype is not convertible.
+bool convertFeed(const npz::Array &a, const std::string &dtype, std::string &out,
+                 std::string &error) {
+  using npz::DType;
+  bool srcFloat = a.dtype == DType::F32 || a.dtype == DType::F64;
+  bool srcInt = a.dtype == DType::I64 || a.dtype == DType::I32 || a.dtype == DType::U8 ||
+                a.dtype == DType::U16;
+  size_t n = a.data.size() / npz::itemSize(a.dtype);
+  auto read = [&](size_t i, auto zero) {
+    decltype(zero) v = 0;
+    const char *p = a.data.data() + i * npz::itemSize(a.dtype);
+    switch (a.dtype) {
+    case DType::F32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      v = decltype(zero)(x);
+      break;
+    }
+    case DType::F64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      v = decltype(zero)(x);
+      break;
+    }
+    case DType::I64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      v = decltype(zero)(x);
+      break;
+    }
+    case DType::I32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      v = decltype(zero)(x);
+      break;
+    }
+    case DType::U16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      v = decltype(zero)(x);
+      break;
+    }
+    default:
+      v = decltype(zero)(uint8_t(*p));
+      break;
+    }
+    return v;
+  };
+  if (srcFloat && (dtype == "f32" || dtype == "f64")) {
+    out.resize(n * (dtype == "f32" ? 4 : 8));
+    for (size_t i = 0; i < n; ++i) {
+      double v = read(i, 0.0);
+      float f = float(v);
+      std::memcpy(&out[i * (dtype == "f32" ? 4 : 8)], dtype == "f32" ? (void *)&f : (void *)&v,
+                  dtype == "f32" ? 4 : 8);
+    }
+    return true;
+  }
+  if (srcInt && (dtype == "i64" || dtype == "i32")) {
+    out.resize(n * (dtype == "i64" ? 8 : 4));
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v = read(i, int64_t(0));
+      if (dtype == "i64") {
+        std::memcpy(&out[i * 8], &v, 8);
+        continue;
+      }
+      if (v < INT32_MIN || v > INT32_MAX) {
+        error = "value " + std::to_string(v) + " does not fit in i32";
+        return false;
+      }
+      int32_t x = int32_t(v);
+      std::memcpy(&out[i * 4], &x, 4);
+    }
+    return true;
+  }
+  return false;
 }
 
-struct Runner {
-  const TrainOptions &o;
-  ortc_artifact *artifact = nullptr;
-  ortc_session *session = nullptr;
-  explicit Runner(const TrainOptions &o) : o(o) {}
-  ~Runner() {
-    ortc_session_free(session);
-    ortc_artifact_free(artifact);
+std::string fmt(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+class Loop {
+public:
+  Loop(const TrainOptions &o, TrainResult &r, std::string &error)
+      : o(o), r(r), error(error), out(o.out ? *o.out : std::cout),
+        progress(o.progress ? *o.progress : std::cerr),
+        tty(o.terminal < 0 ? isatty(2) == 1 : o.terminal == 1) {}
+
+  int run() {
+    if (o.steps < 0)
+      return fail("--steps must be >= 0, got " + std::to_string(o.steps));
+    if (o.data.empty())
+      return fail("no feed given (--data FEED.npz)");
+    ortc_artifact *a = nullptr;
+    if (ortc_artifact_load(o.artifact.c_str(), &a))
+      return apiFail();
+    artifact.reset(a);
+    ortc_artifact_set_threads(a, o.threads);
+    ortc_session *s = nullptr;
+    if (ortc_session_create(a, &s))
+      return apiFail();
+    session.reset(s);
+    if (!o.loadCheckpoint.empty() && ortc_checkpoint_load(s, o.loadCheckpoint.c_str()))
+      return apiFail();
+    if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))
+      return apiFail();
+    if (!npz::readNpz(o.data, feed, error))
+      return 1;
+    std::vector<FeedBinding> trainFeed;
+    if (!prepare("train_step", trainFeed) || !outputScalar("train_step", "loss", lossRef))
+      return 1;
+    bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
+    if (!error.empty())
+      return 1;
+    std::unique_ptr<std::ofstream> log;
+    if (!o.logJson.empty()) {
+      log = std::make_unique<std::ofstream>(o.logJson);
+      if (!*log)
+        return fail("cannot write " + o.logJson + ": " + std::strerror(errno));
+    }
+    Clock::time_point start = Clock::now(), lastDraw;
+    for (int64_t i = 0; i < o.steps; ++i) {
+      Clock::time_point t0 = Clock::now();
+      if (!bindAll(trainFeed, i) || ortc_run(session.get(), "train_step")) {
+        endLine();
+        return error.empty() ? apiFail() : 1;
+      }
+      double loss = readScalar(lossRef);
+      bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (!finite) {
+        endLine();
+        return fail("step " + std::to_string(i + 1) + ": loss or gradients are not finite (loss=" +
+                    fmt(loss) + "); parameters left unchanged");
+      }
+      r.stepsDone = i + 1;
+      if (i == 0)
+        r.firstLoss = loss;
+      r.lastLoss = loss;
+      if (log) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "{\"step\": %lld, \"loss\": %.*g, \"time_ms\": %.4f, \"finite\": true}\n",
+                      (long long)(i + 1), lossRef.dtype == "f32" ? 9 : 17, loss, ms);
+        *log << line << std::flush;
+      }
+      if (o.quiet)
+        continue;
+      if (!tty) {
+        out << "step " << i + 1 << " loss " << fmt(loss) << "\n";
+      } else if (i + 1 == o.steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
+        double secs = std::chrono::duration<double>(Clock::now() - start).count();
+        progress << "\rstep " << i + 1 << "/" << o.steps << "  loss " << fmt(loss) << "  "
+                 << fmt(secs > 0 ? (i + 1) / secs : 0) << " steps/s\x1b[K" << std::flush;
+        lastDraw = Clock::now();
+        drawn = true;
+      }
+    }
+    endLine();
+    if (log && !*log)
+      return fail("cannot write " + o.logJson);
+    if (!o.saveParams.empty() &&
+        ortc_save_params_npz(session.get(), o.saveParams.c_str(), ORTC_ROLES_PARAMS))
+      return apiFail();
+    if (!o.saveCheckpoint.empty() && ortc_checkpoint_save(session.get(), o.saveCheckpoint.c_str()))
+      return apiFail();
+    return o.eval ? evaluate() : 0;
   }
-  int error(const std::string &msg) {
-    std::fprintf(stderr, "%s: error: %s\n", o.program.c_str(), msg.c_str());
+
+private:
+  const TrainOptions &o;
+  TrainResult &r;
+  std::string &error;
+  std::ostream &out, &progress;
+  bool tty, drawn = false;
+  std::unique_ptr<ortc_artifact, ArtifactDeleter> artifact;
+  std::unique_ptr<ortc_session, SessionDeleter> session;
+  std::vector<npz::Array> feed;
+  TensorRef lossRef, finiteRef;
+
+  int fail(std::string message) {
+    error = std::move(message);
     return 1;
   }
-  int run();
-};
+  int apiFail() { return fail(ortc_last_error()); }
+  void endLine() {
+    if (drawn)
+      progress << "\n" << std::flush;
+    drawn = false;
+  }
 
-int Runner::run() {
-  if (ortc_artifact_load(o.artifact.c_str(), &artifact) != ORTC_OK ||
-      ortc_session_create(artifact, &session) != ORTC_OK)
-    return error(ortc_last_error());
-  std::vector<npz::Array> list;
-  std::string err;
-  if (!npz::readNpz(o.data, list, err))
-    return error(err);
-  std::map<std::string, npz::Array> data;
-  for (auto &a : list)
-    data[a.name] = std::move(a);
-
-  std::vector<Feed> feeds;
-  int lrIndex = -1, seedIndex = -1;
-  for (int i = 0; i < ortc_tensor_count(session); ++i) {
-    const char *name, *role, *dtype;
-    int rank;
+  TensorRef tensor(const std::string &name) {
+    TensorRef t;
+    t.index = ortc_tensor_find(session.get(), name.c_str());
+    const char *n, *role, *dtype;
+    int64_t rank;
     const int64_t *dims;
-    ortc_tensor_info(session, i, &name, &role, &dtype, &rank, &dims);
-    std::string r = role;
-    if (r == "scalar") {
-      if (std::string(name) == "lr")
-        lrIndex = i;
-      else if (std::string(name) == "seed")
-        seedIndex = i;
-      continue;
-    }
-    if (r != "input")
-      continue;
-    std::vector<int64_t> shape(dims, dims + rank);
-    auto it = data.find(name);
-    if (it == data.end())
-      return error(o.data + ": no array for input '" + std::string(name) + "' " + shapeStr(shape));
-    const npz::Array &a = it->second;
-    bool sequence = a.shape.size() == shape.size() + 1 &&
-                    std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) == shape;
-    if (a.shape != shape && !sequence)
-      return error(o.data + ": input '" + std::string(name) + "' needs shape " + shapeStr(shape) +
-                   " (or [K," + shapeStr(shape).substr(1) + " for K batches), got " +
-                   shapeStr(a.shape));
-    if (isFloat(a.dtype) != (std::string(dtype)[0] == 'f'))
-      return error(o.data + ": input '" + std::string(name) + "' needs " + dtype + " data, got " +
-                   npz::describe(a.dtype));
-    Feed f{name, {}};
-    int64_t numel = 1;
-    for (int64_t dim : a.shape)
-      numel *= dim;
-    int64_t count = sequence ? a.shape[0] : 1, per = numel / std::max<int64_t>(count, 1);
-    for (int64_t b = 0; b < count; ++b) {
-      std::vector<char> buf(ortc_tensor_bytes(session, i));
-      for (int64_t k = 0; k < per; ++k)
-        writeElem(buf, dtype, k, readElem(a, b * per + k));
-      f.batches.push_back(std::move(buf));
-    }
-    feeds.push_back(std::move(f));
+    if (t.index < 0 || ortc_tensor_info(session.get(), t.index, &n, &role, &dtype, &rank, &dims))
+      return TensorRef();
+    t.name = n;
+    t.role = role;
+    t.dtype = dtype;
+    t.shape.assign(dims, dims + rank);
+    t.bytes = ortc_tensor_bytes(session.get(), t.index);
+    return t;
   }
-  if (lrIndex < 0)
-    return error(o.artifact + ": the train step has no run-time 'lr'");
-  if (!o.loadParams.empty() && ortc_params_load(session, o.loadParams.c_str()) != ORTC_OK)
-    return error(ortc_last_error());
-  if (!o.loadCheckpoint.empty() &&
-      ortc_checkpoint_load(session, o.loadCheckpoint.c_str()) != ORTC_OK)
-    return error(ortc_last_error());
 
-  std::FILE *log = nullptr;
-  if (!o.logJson.empty() && !(log = std::fopen(o.logJson.c_str(), "w")))
-    return error(o.logJson + ": cannot write");
-  bool tty = isatty(fileno(stderr));
-  auto start = std::chrono::steady_clock::now();
-  float lr = static_cast<float>(o.lr);
-  for (int64_t step = 1; step <= o.steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (const Feed &f : feeds) {
-      const auto &b = f.batches[(step - 1) % f.batches.size()];
-      ortc_bind_input(session, f.name.c_str(), b.data(), b.size());
-    }
-    ortc_bind_input(session, "lr", &lr, sizeof lr);
-    if (seedIndex >= 0) {
-      int64_t seed = o.seed * 1000003 + step;
-      ortc_bind_input(session, "seed", &seed, sizeof seed);
-    }
-    ortc_run(session, "train_step");
-    float loss = 0;
-    uint8_t finite = 0;
-    ortc_read_output(session, "loss", &loss, sizeof loss);
-    ortc_read_output(session, "finite", &finite, sizeof finite);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count();
-    if (log)
-      std::fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"time_ms\": %.4f, \"finite\": %s}\n",
-                   (long long)step, loss, ms, finite ? "true" : "false");
-    if (!finite) {
-      if (log)
-        std::fclose(log);
-      return error("step " + std::to_string(step) +
-                   ": loss or gradients are not finite (loss=" + std::to_string(loss) +
-                   "); parameters left unchanged");
-    }
-    double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (tty)
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.6f  %.1f steps/s   ", (long long)step,
-                   (long long)o.steps, loss, step / std::max(secs, 1e-9));
-    else
-      std::printf("step %lld loss %.6f\n", (long long)step, loss);
+  const npz::Array *findFeed(const std::string &name) {
+    for (const npz::Array &a : feed)
+      if (a.name == name)
+        return &a;
+    return nullptr;
   }
-  if (tty)
-    std::fprintf(stderr, "\n");
-  if (log)
-    std::fclose(log);
-  if (o.eval) {
-    for (const Feed &f : feeds)
-      ortc_bind_input(session, f.name.c_str(), f.batches[0].data(), f.batches[0].size());
-    ortc_run(session, "eval_step");
-    float loss = 0;
-    ortc_read_output(session, "loss", &loss, sizeof loss);
-    std::printf("eval loss %.6f\n", loss);
+
+  /// Matches the inputs of `fn` with the feed; scalars other than lr/seed must be in it.
+  bool prepare(const char *fn, std::vector<FeedBinding> &bindings) {
+    int64_t n = ortc_function_input_count(session.get(), fn);
+    if (n < 0)
+      return fail(o.artifact + " has no function '" + fn + "'"), false;
+    int64_t batches = 0;
+    std::string batchesFrom;
+    for (int64_t i = 0; i < n; ++i) {
+      TensorRef t = tensor(ortc_function_input(session.get(), fn, i));
+      if (t.role == "scalar" && (t.name == "lr" || t.name == "seed"))
+        continue;
+      const npz::Array *a = findFeed(t.name);
+      if (!a) {
+        std::string have;
+        for (const npz::Array &f : feed)
+          have += (have.empty() ? "" : ", ") + f.name;
+        return fail(o.data + ": no array for input '" + t.name + "' " + npz::shapeString(t.shape) +
+                    " (" + fn + " " + t.role + " " + t.dtype +
+                    "); the file has: " + (have.empty() ? "nothing" : have)),
+               false;
+      }
+      FeedBinding b{t, a->data.data(), nullptr, 0};
+      bool seq = a->shape.size() == t.shape.size() + 1 && a->shape[0] >= 1 &&
+                 std::equal(t.shape.begin(), t.shape.end(), a->shape.begin() + 1);
+      if (!seq && a->shape != t.shape) {
+        std::vector<int64_t> seqShape{int64_t(-1)};
+        seqShape.insert(seqShape.end(), t.shape.begin(), t.shape.end());
+        std::string k = npz::shapeString(seqShape);
+        k.replace(1, 2, "K");
+        return fail(o.data + ": input '" + t.name + "' needs shape " + npz::shapeString(t.shape) +
+                    (t.role == "scalar" ? "" : " (or " + k + " for a sequence of K batches)") +
+                    ", got " + npz::shapeString(a->shape)),
+               false;
+      }
+      npz::DType want;
+      bool known = npz::fromManifestDtype(t.dtype, want);
+      if (!known || a->dtype != want) {
+        b.converted = std::make_shared<std::string>();
+        std::string why;
+        if (!convertFeed(*a, t.dtype, *b.converted, why))
+          return fail(o.data + ": input '" + t.name + "' is " + npz::describe(a->dtype) +
+                      ", the model expects " + t.dtype +
+                      (known ? " (" + std::string(npz::descr(want)) + ")" : std::string()) +
+                      (why.empty() ? "" : ": " + why)),
+                 false;
+        b.data = b.converted->data();
+      }
+      if (seq && t.role != "scalar") {
+        b.batches = a->shape[0];
+        if (batches && batches != b.batches)
+          return fail(o.data + ": inputs '" + batchesFrom + "' and '" + t.name +
+                      "' hold different numbers of batches (" + std::to_string(batches) + " and " +
+                      std::to_string(b.batches) + ")"),
+                 false;
+        batches = b.batches;
+        batchesFrom = t.name;
+      } else if (a->shape != t.shape) {
+        return fail(o.data + ": scalar input '" + t.name + "' needs shape " +
+                    npz::shapeString(t.shape) + ", got " + npz::shapeString(a->shape)),
+               false;
+      }
+      bindings.push_back(std::move(b));
+    }
+    return true;
   }
-  if (!o.saveParams.empty() && ortc_params_save(session, o.saveParams.c_str()) != ORTC_OK)
-    return error(ortc_last_error());
-  if (!o.saveCheckpoint.empty() &&
-      ortc_checkpoint_save(session, o.saveCheckpoint.c_str()) != ORTC_OK)
-    return error(ortc_last_error());
-  std::fflush(stdout);
-  return 0;
-}
+
+  /// Binds every fed input for step `i`, plus lr and seed.
+  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i) {
+    for (const FeedBinding &b : bindings) {
+      size_t offset = b.batches ? size_t(i % b.batches) * b.tensor.bytes : 0;
+      if (ortc_bind_input(session.get(), b.tensor.name.c_str(), b.data + offset, b.tensor.bytes))
+        return false;
+    }
+    return setScalar("lr", o.lr) && setScalar("seed", double(o.seed), o.seed);
+  }
+
+  /// Writes `v` into scalar `name` if the model has it.
+  bool setScalar(const char *name, double v, int64_t iv = 0) {
+    TensorRef t = tensor(name);
+    if (t.index < 0 || t.role != "scalar")
+      return true;
+    char buf[8] = {0};
+    bool isInt = std::string(name) == "seed";
+    if (t.dtype == "f32") {
+      float f = float(v);
+      std::memcpy(buf, &f, 4);
+    } else if (t.dtype == "f64") {
+      std::memcpy(buf, &v, 8);
+    } else if (t.dtype == "i64") {
+      int64_t x = isInt ? iv : int64_t(v);
+      std::memcpy(buf, &x, 8);
+    } else if (t.dtype == "i32") {
+      int32_t x = int32_t(isInt ? iv : int64_t(v));
+      std::memcpy(buf, &x, 4);
+    } else {
+      return fail(std::string("scalar '") + name + "' has dtype " + t.dtype +
+                  ", which the train loop cannot set"),
+             false;
+    }
+    if (t.bytes > sizeof buf)
+      return fail(std::string("scalar '") + name + "' is not a single value"), false;
+    return ortc_bind_input(session.get(), name, buf, t.bytes) == ORTC_OK;
+  }
+
+  /// Resolves output `name` of `fn`, a single f32/f64/bool/i64 value.
+  bool outputScalar(const char *fn, const char *name, TensorRef &ref, bool optional = false) {
+    int64_t n = ortc_function_output_count(session.get(), fn);
+    for (int64_t i = 0; i < n; ++i)
+      if (std::string(ortc_function_output(session.get(), fn, i)) == name) {
+        ref = tensor(name);
+        bool ok = (ref.dtype == "f32" && ref.bytes == 4) ||
+                  (ref.dtype == "f64" && ref.bytes == 8) ||
+                  (ref.dtype == "bool" && ref.bytes == 1) || (ref.dtype == "i64" && ref.bytes == 8);
+        if (!ok)
+          return fail(std::string(fn) + " output '" + name + "' is " + ref.dtype + " " +
+                      npz::shapeString(ref.shape) + ", expected a single number"),
+                 false;
+        return true;
+      }
+    if (!optional)
+      fail(std::string(fn) + " has no '" + name + "' output");
+    return false;
+  }
+
+  double readScalar(const TensorRef &t) {
+    char buf[8] = {0};
+    ortc_read_output(session.get(), t.name.c_str(), buf, t.bytes);
+    if (t.dtype == "f32") {
+      float f;
+      std::memcpy(&f, buf, 4);
+      return f;
+    }
+    if (t.dtype == "f64" || t.dtype == "i64") {
+      double d;
+      int64_t i;
+      std::memcpy(&d, buf, 8);
+      std::memcpy(&i, buf, 8);
+      return t.dtype == "f64" ? d : double(i);
+    }
+    return buf[0] != 0;
+  }
+
+  int evaluate() {
+    std::vector<FeedBinding> evalFeed;
+    TensorRef evalLoss;
+    if (!prepare("eval_step", evalFeed) || !outputScalar("eval_step", "loss", evalLoss))
+      return 1;
+    int64_t batches = 1;
+    for (const FeedBinding &b : evalFeed)
+      batches = std::max(batches, b.batches);
+    double sum = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      if (!bindAll(evalFeed, i) || ortc_run(session.get(), "eval_step"))
+        return error.empty() ? apiFail() : 1;
+      sum += readScalar(evalLoss);
+    }
+    r.evaluated = true;
+    r.evalLoss = sum / double(batches);
+    out << "eval loss " << fmt(r.evalLoss) << "\n" << std::flush;
+    return 0;
+  }
+};
 
 } // namespace
 
+int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &error) {
+  error.clear();
+  result = TrainResult();
+  try {
+    return Loop(options, result, error).run();
+  } catch (const std::exception &e) {
+    error = std::string("internal error: ") + e.what();
+    return 1;
+  }
+}
+
 int runTrainLoop(const TrainOptions &options) {
-  Runner r(options);
-  return r.run();
+  TrainResult result;
+  std::string error;
+  int rc = runTrainLoop(options, result, error);
+  if (rc != 0)
+    std::cerr << options.program << ": error: " << error << "\n";
+  return rc;
 }
 
 } // namespace ortc

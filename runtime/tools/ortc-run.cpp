@@ -1,88 +1,161 @@
-//===- ortc-run.cpp - Train a precompiled artifact, nothing else needed --===//
+//===- ortc-run.cpp - Train a compiled artifact without the compiler -----===//
 //
-// The runtime as a standalone executable: depends on the C++ runtime, zlib and the
-// artifact's own kernels only (no MLIR, LLVM, protobuf or Python), so a cluster node
-// can train what was compiled elsewhere. Argument parsing is hand-written to keep it
-// small.
+// Why: a model.ortc folder should train on a machine that has no MLIR, LLVM,
+// protobuf or Python. This binary is the runtime's train loop behind a tiny,
+// hand-written command line (no CLI library, to stay small). Exit codes: 0 ok,
+// 1 runtime error ("ortc-run: error: ..."), 2 usage error ("ortc-run: usage error: ...").
 //
 //===----------------------------------------------------------------------===//
+#include "ortc/runtime.h"
 #include "ortc/train_loop.h"
 
-#include <cstdio>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 
-static const char *kUsage =
+namespace {
+
+const char *kUsage = "usage: ortc-run train MODEL.ortc --data FEED.npz [options]\n";
+
+const char *kHelp =
+    "ortc-run: train a compiled ortc artifact (model.ortc/) on CPU.\n"
+    "\n"
     "usage: ortc-run train MODEL.ortc --data FEED.npz [options]\n"
     "\n"
-    "Runs the training step of a compiled ortc artifact.\n"
-    "\n"
-    "options:\n"
-    "  --data FEED.npz          one array per model input (plus labels); an extra leading\n"
-    "                           dim makes a sequence of batches used in turn\n"
-    "  --steps N                number of steps (default 10)\n"
+    "  --data FEED.npz          one array per model input, named as in the model; an\n"
+    "                           extra leading dimension K is a sequence of K batches\n"
+    "  --steps N                number of training steps (default 10)\n"
     "  --lr LR                  learning rate (default 0.01)\n"
     "  --seed S                 dropout seed (default 0)\n"
-    "  --log-json FILE          one JSON line per step: step, loss, time_ms\n"
-    "  --save-params OUT.npz    write the trained parameters by ONNX name\n"
-    "  --load-params IN.npz     start from these parameters\n"
-    "  --save-checkpoint F.npz  write parameters and optimizer state\n"
-    "  --load-checkpoint F.npz  resume from a checkpoint\n"
-    "  --eval                   print the eval-step loss after training\n"
-    "  -h, --help               show this help\n";
+    "  --log-json FILE          write {\"step\",\"loss\",\"time_ms\"} per step, one per line\n"
+    "  --save-params OUT.npz    write the trained parameters and buffers\n"
+    "  --load-params IN.npz     start from these parameters and buffers\n"
+    "  --save-checkpoint FILE   write parameters, buffers and optimizer state (.npz)\n"
+    "  --load-checkpoint FILE   resume from a checkpoint\n"
+    "  --eval                   print the eval_step loss over the feed after training\n"
+    "  --threads N              kernel threads (default: the libraries' default)\n"
+    "  --quiet                  no progress output\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Exit status: 0 success, 1 error, 2 usage error.\n";
 
-static int usage(const std::string &msg) {
-  std::fprintf(stderr, "ortc-run: usage error: %s\n%s", msg.c_str(), kUsage);
+int usageError(const std::string &message) {
+  std::cerr << "ortc-run: usage error: " << message << "\n"
+            << kUsage << "Run 'ortc-run --help' for the options.\n";
   return 2;
 }
 
+bool parseInt(const std::string &s, int64_t &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  out = v;
+  return errno == 0 && *end == '\0';
+}
+
+bool parseDouble(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtod(s.c_str(), &end);
+  return errno == 0 && *end == '\0' && std::isfinite(out);
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
-  ortc::TrainOptions o;
-  o.program = "ortc-run";
-  if (argc >= 2 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
-    std::fputs(kUsage, stdout);
+  if (argc < 2)
+    return usageError("missing command");
+  std::string command = argv[1];
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cout << kHelp;
     return 0;
   }
-  if (argc < 3 || std::strcmp(argv[1], "train") != 0)
-    return usage("expected 'train MODEL.ortc'");
-  o.artifact = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+  if (command != "train")
+    return usageError("unknown command '" + command + "' (the only command is 'train')");
+
+  ortc::TrainOptions o;
+  bool haveData = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kHelp;
       return 0;
     }
-    if (a == "--eval") {
-      o.eval = true;
+    if (arg.rfind("--", 0) != 0) {
+      if (!o.artifact.empty())
+        return usageError("unexpected argument '" + arg + "' (the artifact is '" + o.artifact +
+                          "')");
+      o.artifact = arg;
       continue;
     }
-    if (i + 1 >= argc)
-      return usage(a + " needs a value");
-    std::string v = argv[++i];
-    char *end = nullptr;
-    if (a == "--data") o.data = v;
-    else if (a == "--log-json") o.logJson = v;
-    else if (a == "--save-params") o.saveParams = v;
-    else if (a == "--load-params") o.loadParams = v;
-    else if (a == "--save-checkpoint") o.saveCheckpoint = v;
-    else if (a == "--load-checkpoint") o.loadCheckpoint = v;
-    else if (a == "--steps") {
-      o.steps = std::strtoll(v.c_str(), &end, 10);
-      if (*end || o.steps < 0)
-        return usage("--steps takes a count >= 0");
-    } else if (a == "--lr") {
-      o.lr = std::strtod(v.c_str(), &end);
-      if (*end)
-        return usage("--lr takes a number");
-    } else if (a == "--seed") {
-      o.seed = std::strtoll(v.c_str(), &end, 10);
-      if (*end)
-        return usage("--seed takes an integer");
-    } else
-      return usage("unknown option " + a);
+    size_t eq = arg.find('=');
+    bool inlineValue = eq != std::string::npos;
+    if (inlineValue) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    if (arg == "--eval" || arg == "--quiet") {
+      if (inlineValue)
+        return usageError(arg + " takes no value");
+      (arg == "--eval" ? o.eval : o.quiet) = true;
+      continue;
+    }
+    static const char *valued[] = {"--data",        "--steps",           "--lr",
+                                   "--seed",        "--log-json",        "--save-params",
+                                   "--load-params", "--save-checkpoint", "--load-checkpoint",
+                                   "--threads"};
+    bool known = false;
+    for (const char *v : valued)
+      known |= arg == v;
+    if (!known)
+      return usageError("unknown option '" + arg + "'");
+    if (!inlineValue) {
+      if (i + 1 >= argc)
+        return usageError(arg + " needs a value");
+      value = argv[++i];
+    }
+    int64_t n = 0;
+    if (arg == "--data") {
+      o.data = value;
+      haveData = true;
+    } else if (arg == "--steps") {
+      if (!parseInt(value, n) || n < 0)
+        return usageError("--steps needs a non-negative integer, got '" + value + "'");
+      o.steps = n;
+    } else if (arg == "--lr") {
+      if (!parseDouble(value, o.lr))
+        return usageError("--lr needs a finite number, got '" + value + "'");
+    } else if (arg == "--seed") {
+      if (!parseInt(value, o.seed))
+        return usageError("--seed needs an integer, got '" + value + "'");
+    } else if (arg == "--threads") {
+      if (!parseInt(value, n) || n < 1 || n > 4096)
+        return usageError("--threads needs a positive integer, got '" + value + "'");
+      o.threads = int(n);
+    } else if (arg == "--log-json") {
+      o.logJson = value;
+    } else if (arg == "--save-params") {
+      o.saveParams = value;
+    } else if (arg == "--load-params") {
+      o.loadParams = value;
+    } else if (arg == "--save-checkpoint") {
+      o.saveCheckpoint = value;
+    } else {
+      o.loadCheckpoint = value;
+    }
   }
-  if (o.data.empty())
-    return usage("--data is required");
+  if (o.artifact.empty())
+    return usageError("missing the artifact folder (MODEL.ortc)");
+  if (!haveData || o.data.empty())
+    return usageError("missing --data FEED.npz");
+
+  o.program = "ortc-run";
   return ortc::runTrainLoop(o);
 }

@@ -1,9 +1,11 @@
 /*===- runtime.h - C API of the ortc runtime ---------------------*- C -*-===//
  *
- * Loads a compiled `model.ortc/` artifact and runs its training step. No MLIR, LLVM,
- * protobuf or Python: a precompiled artifact trains on any machine with this library.
- * Every call that can fail returns ORTC_ERROR and leaves a message naming the file,
- * tensor or kernel in ortc_last_error().
+ * Why: a compiled `model.ortc/` folder must train anywhere, from any language,
+ * without MLIR, LLVM, protobuf or Python. This C API is that seam: load and check
+ * an artifact once, create sessions (each owns every persistent tensor and one
+ * arena), bind inputs, run a step function, read outputs, and save/restore state
+ * as numpy .npz files. Calls that can fail return an ortc_status and leave a
+ * message naming the file, tensor or kernel in ortc_last_error(); nothing aborts.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef ORTC_RUNTIME_H
@@ -16,47 +18,115 @@
 extern "C" {
 #endif
 
+/// Result of every fallible call. Details are in ortc_last_error().
+typedef enum ortc_status {
+  ORTC_OK = 0,
+  ORTC_ERR_INVALID_ARGUMENT = 1, ///< null pointer, unknown function, bad role
+  ORTC_ERR_IO = 2,               ///< a file cannot be opened, read, written or renamed
+  ORTC_ERR_BAD_ARTIFACT = 3,     ///< manifest.json malformed or against the schema
+  ORTC_ERR_VERSION = 4,          ///< format_version this runtime does not read
+  ORTC_ERR_TARGET = 5,           ///< target this runtime has no backend for
+  ORTC_ERR_INTEGRITY = 6,        ///< SHA-256 mismatch, params.bin range outside the file
+  ORTC_ERR_KERNEL = 7,           ///< dlopen failure, missing kernel symbol, kernel threw
+  ORTC_ERR_NOT_FOUND = 8,        ///< no tensor of that name
+  ORTC_ERR_MISMATCH = 9,         ///< byte count, shape or dtype mismatch
+  ORTC_ERR_BAD_FILE = 10,        ///< malformed or unsupported .npy/.npz
+  ORTC_ERR_OUT_OF_MEMORY = 11,
+  ORTC_ERR_INTERNAL = 12
+} ortc_status;
+
+/// Role bits for ortc_save_params_npz / ortc_load_params_npz.
+enum {
+  ORTC_ROLE_INPUT = 1 << 0,
+  ORTC_ROLE_SCALAR = 1 << 1,
+  ORTC_ROLE_PARAMETER = 1 << 2,
+  ORTC_ROLE_BUFFER = 1 << 3,
+  ORTC_ROLE_STATE = 1 << 4,
+  ORTC_ROLE_CONSTANT = 1 << 5,
+  ORTC_ROLE_OUTPUT = 1 << 6,
+  /// What --save-params writes: trained parameters and buffers.
+  ORTC_ROLES_PARAMS = ORTC_ROLE_PARAMETER | ORTC_ROLE_BUFFER,
+  /// What a checkpoint holds: parameters, buffers and optimizer state.
+  ORTC_ROLES_CHECKPOINT = ORTC_ROLE_PARAMETER | ORTC_ROLE_BUFFER | ORTC_ROLE_STATE
+};
+
 typedef struct ortc_artifact ortc_artifact;
 typedef struct ortc_session ortc_session;
-typedef enum { ORTC_OK = 0, ORTC_ERROR = 1 } ortc_status;
 
-/// The message of the last failed call on this thread.
+/// The message of the last failed call on this thread ("" if none). Valid until the
+/// next failing call on this thread.
 const char *ortc_last_error(void);
+/// A short constant name for a status ("ORTC_ERR_IO"...).
+const char *ortc_status_name(ortc_status status);
+/// The manifest format_version this runtime reads.
+int ortc_format_version(void);
 
-/// Loads and checks an artifact folder (manifest, format version, target, file hashes,
-/// kernel symbols).
+/// Loads and checks the artifact folder `dir`: manifest.json parses and follows the
+/// schema, format and format_version, target "cpu", the SHA-256 of every listed
+/// file, init ranges inside params.bin; then dlopens the kernels object and resolves
+/// every kernel of every function. On success `*out` owns the artifact.
 ortc_status ortc_artifact_load(const char *dir, ortc_artifact **out);
+/// Releases the caller's reference; sessions keep the artifact alive. NULL is a no-op.
 void ortc_artifact_free(ortc_artifact *artifact);
+/// Sets the kernels' thread count (OpenMP and OpenBLAS, when the kernels use them);
+/// n <= 0 leaves the libraries' defaults.
+ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n);
 
-/// A session owns every persistent tensor (initialised from params.bin) and one arena.
-ortc_status ortc_session_create(const ortc_artifact *artifact, ortc_session **out);
+/// Creates a session: every persistent tensor allocated (64-byte aligned),
+/// initialised from params.bin or zero, and one arena of arena_bytes.
+ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out);
+/// NULL is a no-op.
 void ortc_session_free(ortc_session *session);
 
-/// Persistent tensors, in manifest order.
-int ortc_tensor_count(const ortc_session *session);
-/// Index of the tensor called `name`, or -1.
-int ortc_tensor_find(const ortc_session *session, const char *name);
-ortc_status ortc_tensor_info(const ortc_session *session, int index, const char **name,
-                             const char **role, const char **dtype, int *rank,
+/// Number of persistent tensors (manifest order; kernels see them as bufs[i]).
+int64_t ortc_tensor_count(const ortc_session *session);
+/// Describes tensor `index`; any out-pointer may be NULL. Strings and dims stay valid
+/// while the session lives.
+ortc_status ortc_tensor_info(const ortc_session *session, int64_t index, const char **name,
+                             const char **role, const char **dtype, int64_t *rank,
                              const int64_t **dims);
-void *ortc_tensor_data(ortc_session *session, int index);
-size_t ortc_tensor_bytes(const ortc_session *session, int index);
+/// Index of the tensor called `name`, or -1.
+int64_t ortc_tensor_find(const ortc_session *session, const char *name);
+/// The storage of tensor `index` (NULL if out of range). Writing through it counts
+/// as binding the tensor.
+void *ortc_tensor_data(ortc_session *session, int64_t index);
+/// Size in bytes of tensor `index` (0 if out of range).
+size_t ortc_tensor_bytes(const ortc_session *session, int64_t index);
 
-/// Copies `bytes` bytes into the input (or scalar) tensor `name`; sizes must match.
+/// Number of tensors the caller binds for `function` (its "inputs"), or -1 if the
+/// artifact has no such function.
+int64_t ortc_function_input_count(const ortc_session *session, const char *function);
+/// Name of input `index` of `function`, or NULL.
+const char *ortc_function_input(const ortc_session *session, const char *function, int64_t index);
+/// Number of outputs of `function`, or -1 if the artifact has no such function.
+int64_t ortc_function_output_count(const ortc_session *session, const char *function);
+/// Name of output `index` of `function`, or NULL.
+const char *ortc_function_output(const ortc_session *session, const char *function, int64_t index);
+
+/// Copies `bytes` bytes into the tensor `name`, which must have role "input" or
+/// "scalar"; `bytes` must equal its size.
 ortc_status ortc_bind_input(ortc_session *session, const char *name, const void *data,
                             size_t bytes);
-/// Runs "train_step" or "eval_step".
+/// Runs the kernels of `function` ("train_step", "eval_step") in order. Fails if one
+/// of its inputs was never bound.
 ortc_status ortc_run(ortc_session *session, const char *function);
-/// Copies an output (or any tensor) out; sizes must match.
+/// Copies tensor `name` (usually an output) to `dst`; `bytes` must equal its size.
 ortc_status ortc_read_output(const ortc_session *session, const char *name, void *dst,
                              size_t bytes);
 
-/// Parameters, buffers and optimizer state as .npz (written atomically).
+/// Writes every parameter, buffer and state tensor, by name, as .npz to
+/// `path`.tmp and renames it to `path`.
 ortc_status ortc_checkpoint_save(const ortc_session *session, const char *path);
+/// Restores a checkpoint. Every parameter, buffer and state tensor must be present
+/// with its shape and dtype, and nothing else; the first mismatch is reported by
+/// name and nothing is changed.
 ortc_status ortc_checkpoint_load(ortc_session *session, const char *path);
-/// Parameters and buffers only, by their ONNX initializer names.
-ortc_status ortc_params_save(const ortc_session *session, const char *path);
-ortc_status ortc_params_load(ortc_session *session, const char *path);
+/// Writes the tensors whose role is in `roles` (ORTC_ROLE_* bits), by name, as .npz
+/// (atomically, like ortc_checkpoint_save).
+ortc_status ortc_save_params_npz(const ortc_session *session, const char *path, unsigned roles);
+/// Loads the tensors whose role is in `roles` from an .npz, with the checks of
+/// ortc_checkpoint_load; all or nothing.
+ortc_status ortc_load_params_npz(ortc_session *session, const char *path, unsigned roles);
 
 #ifdef __cplusplus
 }

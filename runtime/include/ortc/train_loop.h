@@ -1,29 +1,66 @@
-//===- train_loop.h - The loop behind `ortc train` and `ortc-run` -*- C++ -*-===//
+//===- train_loop.h - The training loop of `ortc train` and ortc-run -*- C++ -*-===//
 //
-// Feeds batches from an .npz, runs the artifact's train step N times with a run-time
-// learning rate, logs the loss, and stops with an error naming the step when the
-// step's guard reports a non-finite loss or gradient (that step changed nothing).
+// Why: the compiler's `ortc train` subcommand and the standalone `ortc-run` must
+// train an artifact in exactly the same way (feed semantics, scalars, the
+// non-finite guard, logs, checkpoints), so the loop lives once, here, on top of
+// the C API in runtime.h. Callers only parse their command line and print the
+// returned error.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_RUNTIME_TRAIN_LOOP_H
 #define ORTC_RUNTIME_TRAIN_LOOP_H
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace ortc {
 
+/// What to train and where to write. Empty paths mean "not requested".
 struct TrainOptions {
-  std::string artifact, data;
-  int64_t steps = 10;
-  double lr = 0.01;
-  int64_t seed = 0;
-  std::string logJson, saveParams, loadParams, saveCheckpoint, loadCheckpoint;
-  bool eval = false;
-  std::string program = "ortc train"; ///< prefix of messages
+  std::string artifact;       ///< the model.ortc folder
+  std::string data;           ///< FEED.npz: one array per train_step input of role "input"
+                              ///< (float arrays convert to f32/f64, int arrays to i64/i32)
+  int64_t steps = 10;         ///< number of train_step calls
+  double lr = 0.01;           ///< written to the "lr" scalar before every step
+  int64_t seed = 0;           ///< written to the "seed" scalar, if the model has one
+  std::string logJson;        ///< one {"step","loss","time_ms"} object per line
+  std::string saveParams;     ///< .npz of parameters and buffers after training
+  std::string loadParams;     ///< .npz of parameters and buffers loaded before training
+  std::string saveCheckpoint; ///< .npz of parameters, buffers and state after training
+  std::string loadCheckpoint; ///< checkpoint loaded before training (before loadParams)
+  bool eval = false;          ///< run eval_step over the feed after training
+  bool quiet = false;         ///< no progress output
+  int threads = 0;            ///< kernel threads; 0 = the libraries' default
+  /// `out` (default std::cout) gets the plain "step i loss X" lines and "eval loss X";
+  /// `progress` (default std::cerr) gets the self-overwriting terminal line.
+  std::ostream *out = nullptr, *progress = nullptr;
+  /// Progress style: 1 = terminal line on `progress`, 0 = plain lines on `out`,
+  /// -1 = decide by isatty(stderr).
+  int terminal = -1;
+  /// Message prefix of the printing overload of runTrainLoop.
+  std::string program = "ortc train";
 };
 
-/// Runs the loop; returns the process exit code (0 ok, 1 error, message on stderr).
+/// What happened; filled as far as the loop got.
+struct TrainResult {
+  int64_t stepsDone = 0; ///< successful steps
+  double firstLoss = 0;  ///< loss of step 1
+  double lastLoss = 0;   ///< loss of the last successful step
+  bool evaluated = false;
+  double evalLoss = 0; ///< mean eval_step loss over the feed's batches
+};
+
+/// Runs the loop: load the artifact, create a session, load checkpoint/params,
+/// check the feed, then for each step i (0-based) bind batch i mod K of every
+/// input, lr and seed, run train_step, read `loss` and `finite`. A step whose
+/// `finite` is 0 stops the loop with "step N: loss or gradients are not finite
+/// (loss=...); parameters left unchanged". Returns the process exit code (0, or 1
+/// with `error` set; the message has no program-name prefix).
+int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &error);
+
+/// The same, for command-line front ends: on failure prints
+/// "<options.program>: error: <message>" to stderr. Returns the exit code.
 int runTrainLoop(const TrainOptions &options);
 
 } // namespace ortc

@@ -274,9 +274,9 @@ TEST(ManifestSchema, SemanticChecks) {
   EXPECT_EQ(ortc::parseManifest(bad.dump(), parsed, error), ortc::ManifestError::Version);
   EXPECT_EQ(error, "format version 7, but this runtime reads version 1");
   bad = m;
-  bad["target"] = "hip";
+  bad["target"] = "rocm";
   EXPECT_EQ(ortc::parseManifest(bad.dump(), parsed, error), ortc::ManifestError::Target);
-  EXPECT_NE(error.find("no 'hip' backend"), std::string::npos) << error;
+  EXPECT_NE(error.find("no 'rocm' backend"), std::string::npos) << error;
   EXPECT_EQ(ortc::parseManifest("{\"format\": \"ortc-artifact\", ", parsed, error),
             ortc::ManifestError::Syntax);
   EXPECT_EQ(ortc::parseManifest("[1, 2]", parsed, error), ortc::ManifestError::Syntax);
