@@ -1188,7 +1188,9 @@ LogicalResult convDropout(NodeCtx &nc) {
       const HostTensor *r = nc.constant(1);
       if (!r)
         return nc.fail("ratio must be known at compile time");
-      ratio = r->data.at(0);
+      // A float32 ratio is taken as the decimal it stands for (0.1f -> 0.1).
+      ratio = r->elemType == onnx::TensorProto::FLOAT ? floatAsDecimal(r->data.at(0))
+                                                       : r->data.at(0);
     }
     if (nc.has(2)) {
       const HostTensor *t = nc.constant(2);

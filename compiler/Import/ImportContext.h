@@ -29,6 +29,10 @@ struct HostTensor {
   std::vector<int64_t> ints() const;
 };
 
+/// The shortest decimal that a float32 value prints as, read back as a double
+/// (0.9f -> 0.9): how PyTorch hyper-parameters were written before export.
+double floatAsDecimal(double f32Value);
+
 /// Clamps a double to int64 (INT64_MAX markers survive the round trip).
 int64_t toInt64(double v);
 

@@ -158,11 +158,13 @@ double NodeCtx::attrFloat(const std::string &name, double dflt) const {
   auto *a = attr(name);
   if (!a)
     return dflt;
-  // Read the float as the decimal it stands for (0.9f -> 0.9), as PyTorch's
-  // hyper-parameters were written.
+  return floatAsDecimal(a->f());
+}
+
+double floatAsDecimal(double v) {
   std::ostringstream os;
   os.precision(7);
-  os << a->f();
+  os << static_cast<float>(v);
   return std::stod(os.str());
 }
 std::string NodeCtx::attrString(const std::string &name, const std::string &dflt) const {

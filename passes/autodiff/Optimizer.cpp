@@ -1,7 +1,8 @@
 //===- Optimizer.cpp - Gated SGD / AdamW updates in @train_step ----------===//
 //
 // Algorithm:
-//  1. Add the run-time scalar `lr` and the state `step` (number of applied steps).
+//  1. Add the run-time scalar `lr` and the state `step` (number of applied steps);
+//     a dropout `seed` is mixed with the step so each step draws new masks.
 //  2. finite = all_finite(loss, gradients...): every update below is gated by it, so
 //     a step with a NaN/Inf changes nothing (parameters, state, buffers, step).
 //  3. Optionally scale every gradient by min(1, max_norm / (global_norm + 1e-6)),
@@ -79,6 +80,17 @@ void OptimizerPass::runOnOperation() {
   if (failed(stepArg))
     return signalPassFailure();
   Value t = AddOp::create(b, loc, *stepArg, splat(b, loc, scalarI64, 1.0));
+
+  // Dropout masks are keyed by (seed, step, op, element): every step draws a new mask,
+  // and a resumed run (step is saved state) draws the same masks as an unbroken one.
+  if (auto seedIdx = findArgument(fn, "seed")) {
+    Value seed = fn.getArgument(*seedIdx);
+    OpBuilder top(&fn.getBody().front(), fn.getBody().front().begin());
+    Value step1 = AddOp::create(top, loc, *stepArg, splat(top, loc, scalarI64, 1.0));
+    Value mixed = AddOp::create(
+        top, loc, MulOp::create(top, loc, seed, splat(top, loc, scalarI64, 1000003.0)), step1);
+    seed.replaceAllUsesExcept(mixed, mixed.getDefiningOp()->getOperand(0).getDefiningOp());
+  }
 
   SmallVector<Value> checked{loss};
   for (auto &[name, g] : gradients)
