@@ -149,7 +149,9 @@ TEST_P(GradientCheck, MatchesCentralDifferences) {
                            << "]: rule " << grad.f[i] << ", finite difference " << fd;
     }
   }
-  RecordProperty("max_error", std::to_string(worst));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", worst);
+  RecordProperty("max_error", buf);
 }
 
 std::vector<int64_t> randomShape(std::mt19937 &rng, int minRank = 1) {
@@ -180,6 +182,8 @@ std::vector<Case> cases() {
     auto s = randomShape(rng);
     out.push_back({"gelu_tanh", {{"a", s, -2, 2}},
                    "  %y = ortc.gelu %a {tanh = true} : " + typeOf(s), s});
+    out.push_back({"scale", {{"a", s, -2, 2}},
+                   "  %y = ortc.scale %a {factor = 0.3 : f64} : " + typeOf(s), s});
     out.push_back({"clip", {{"a", s, -2, 2}},
                    "  %y = ortc.clip %a {max = 1.0 : f64, min = -0.5 : f64} : " + typeOf(s), s});
   }
