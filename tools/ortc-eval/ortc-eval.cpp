@@ -24,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -50,10 +51,20 @@ template <typename T> ortc::EvalTensor<T> fromArray(const ortc::npz::Array &a) {
     case ortc::npz::DType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
     case ortc::npz::DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return (double)v; }
     case ortc::npz::DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case ortc::npz::DType::F16:
+    case ortc::npz::DType::U16: { // bf16 travels as <u2
+      uint16_t bits;
+      std::memcpy(&bits, p + 2 * i, 2);
+      return llvm::APFloat(a.dtype == ortc::npz::DType::F16 ? llvm::APFloat::IEEEhalf()
+                                                             : llvm::APFloat::BFloat(),
+                           llvm::APInt(16, bits))
+          .convertToDouble();
+    }
     default: return (unsigned char)p[i];
     }
   };
-  t.isFloat = a.dtype == ortc::npz::DType::F32 || a.dtype == ortc::npz::DType::F64;
+  t.isFloat = a.dtype == ortc::npz::DType::F32 || a.dtype == ortc::npz::DType::F64 ||
+              a.dtype == ortc::npz::DType::F16 || a.dtype == ortc::npz::DType::U16;
   for (int64_t i = 0; i < n; ++i)
     t.isFloat ? t.f.push_back(static_cast<T>(read(i))) : t.i.push_back((int64_t)read(i));
   return t;
