@@ -1,0 +1,344 @@
+//===- CFamily.cpp - The kernel printer shared by every target -----------===//
+//
+// See CFamily.h. The walk over a step function: constants, weights and reshapes
+// (views) print nothing; every other op prints one kernel whose opening comment
+// names its ONNX node, op and result types (and, on GPUs, its launch shape); the
+// return copies results not already written in place into their tensors.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CFamily.h"
+
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
+#include "compiler/Dialect/Ortc/StepFunction.h"
+#include "passes/memory_planning/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace ortc {
+
+std::string cType(Type elt) {
+  if (elt.isF32())
+    return "float";
+  if (elt.isF64())
+    return "double";
+  if (elt.isInteger(64))
+    return "int64_t";
+  if (elt.isInteger(32))
+    return "int32_t";
+  if (elt.isInteger(1))
+    return "uint8_t";
+  return "";
+}
+
+std::string cList(ArrayRef<int64_t> xs) {
+  std::string s = "{";
+  for (size_t i = 0; i < xs.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(xs[i]);
+  return xs.empty() ? "{0}" : s + "}";
+}
+
+std::string cLiteral(double v, const std::string &type, const ScalarSpelling &sp) {
+  if (type == "float" || type == "double") {
+    if (std::isnan(v))
+      return sp.device ? "ortc::gpu::ortc_nan<" + type + ">()"
+                       : "std::numeric_limits<" + type + ">::quiet_NaN()";
+    if (std::isinf(v))
+      return std::string(v < 0 ? "-" : "") +
+             (sp.device ? "ortc::gpu::ortc_inf<" + type + ">()"
+                        : "std::numeric_limits<" + type + ">::infinity()");
+    std::string s = llvm::formatv("{0:e17}", v).str();
+    return type == "float" ? "static_cast<float>(" + s + ")" : s;
+  }
+  return "static_cast<" + type + ">(" + std::to_string(static_cast<int64_t>(v)) + "LL)";
+}
+
+static RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+int64_t numElements(Value v) {
+  int64_t n = 1;
+  for (int64_t d : typeOf(v).getShape())
+    n *= d;
+  return n;
+}
+
+int64_t byteSize(Value v) {
+  Type e = typeOf(v).getElementType();
+  return numElements(v) * (e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8);
+}
+
+int64_t dimProduct(ArrayRef<int64_t> s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i)
+    p *= s[i];
+  return p;
+}
+
+/// The value of a splat constant as a double.
+static std::optional<double> splatValue(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  Type e = dense.getElementType();
+  if (isa<FloatType>(e))
+    return dense.getSplatValue<APFloat>().convertToDouble();
+  if (e.isInteger(1))
+    return dense.getSplatValue<bool>() ? 1.0 : 0.0;
+  return (double)dense.getSplatValue<APInt>().getSExtValue();
+}
+
+std::string KernelPrinter::ptr(Value v) {
+  Placement p = placementOf(v);
+  switch (p.kind) {
+  case Placement::Arena:
+    return "arena + " + std::to_string(p.offset);
+  case Placement::Argument:
+    return "bufs[" + std::to_string(table.indexOf(argName(fn, p.index))) + "]";
+  case Placement::Weight:
+    return "bufs[" + std::to_string(table.indexOf(p.name)) + "]";
+  case Placement::Output:
+    return destFor(p.index);
+  case Placement::Constant: {
+    Value root = v;
+    while (auto r = root.getDefiningOp<ReshapeOp>())
+      root = r.getX();
+    auto it = constNames.find(root);
+    if (it != constNames.end())
+      return it->second;
+    auto c = root.getDefiningOp<ConstantOp>();
+    std::string name = "ortc_const" + std::to_string(constCount++);
+    std::string t = cType(typeOf(root).getElementType());
+    auto dense = cast<DenseElementsAttr>(c.getValue());
+    std::string init, splat;
+    if (auto s = splatValue(root)) {
+      splat = cLiteral(*s, t, sp);
+    } else {
+      llvm::raw_string_ostream os(init);
+      int64_t k = 0;
+      if (isa<FloatType>(dense.getElementType()))
+        for (APFloat f : dense.getValues<APFloat>())
+          os << (k++ ? ", " : "") << cLiteral(f.convertToDouble(), t, sp);
+      else if (dense.getElementType().isInteger(1))
+        for (bool b : dense.getValues<bool>())
+          os << (k++ ? ", " : "") << (b ? 1 : 0);
+      else
+        for (APInt i : dense.getValues<APInt>())
+          os << (k++ ? ", " : "") << cLiteral((double)i.getSExtValue(), t, sp);
+    }
+    std::string expr = declareConstant(name, t, numElements(root), init, splat);
+    constNames[root] = expr;
+    return expr;
+  }
+  }
+  return "nullptr";
+}
+
+std::string KernelPrinter::typed(Value v, bool writable) {
+  return "((" + std::string(writable ? "" : "const ") + cType(typeOf(v).getElementType()) +
+         " *)(" + ptr(v) + "))";
+}
+
+std::string KernelPrinter::destFor(unsigned resultIndex) {
+  return "bufs[" + std::to_string(table.indexOf(resultName(fn, resultIndex))) + "]";
+}
+
+std::optional<std::string> KernelPrinter::splatLiteral(Value v) {
+  if (auto s = splatValue(v))
+    return cLiteral(*s, cType(typeOf(v).getElementType()), sp);
+  return std::nullopt;
+}
+
+std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<std::string> a) {
+  std::string T = cType(typeOf(op->getResult(0)).getElementType());
+  const std::string &m = sp.math;
+  auto maxOf = [&](const std::string &x, const std::string &y) {
+    return sp.minMax + "max<" + T + ">(" + x + ", " + y + ")";
+  };
+  auto minOf = [&](const std::string &x, const std::string &y) {
+    return sp.minMax + "min<" + T + ">(" + x + ", " + y + ")";
+  };
+  auto flag = [](const std::string &e) { return "static_cast<uint8_t>(" + e + ")"; };
+  bool isFloat = T == "float" || T == "double";
+  return llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
+      .Case([&](NegOp) { return "-" + a[0]; })
+      .Case([&](ExpOp) { return m + "exp(" + a[0] + ")"; })
+      .Case([&](LogOp) { return m + "log(" + a[0] + ")"; })
+      .Case([&](SqrtOp) { return m + "sqrt(" + a[0] + ")"; })
+      .Case([&](ErfOp) { return m + "erf(" + a[0] + ")"; })
+      .Case([&](TanhOp) { return m + "tanh(" + a[0] + ")"; })
+      .Case([&](SigmoidOp) {
+        return T + "(1) / (" + T + "(1) + " + m + "exp(-" + a[0] + "))";
+      })
+      .Case([&](ReluOp) { return maxOf(a[0], T + "(0)"); })
+      .Case([&](AbsOp) { return sp.abs + "(" + a[0] + ")"; })
+      .Case([&](NotOp) { return flag("!" + a[0]); })
+      .Case([&](ScaleOp s) {
+        return "static_cast<" + T + ">(" + a[0] + " * " +
+               llvm::formatv("{0:e17}", s.getFactor().convertToDouble()).str() + ")";
+      })
+      .Case([&](ClipOp c) {
+        std::string e = a[0];
+        if (c.getMin())
+          e = maxOf(e, cLiteral(c.getMin()->convertToDouble(), T, sp));
+        if (c.getMax())
+          e = minOf(e, cLiteral(c.getMax()->convertToDouble(), T, sp));
+        return e;
+      })
+      .Case([&](CastOp) {
+        return typeOf(op->getResult(0)).getElementType().isInteger(1)
+                   ? flag(a[0] + " != 0")
+                   : "static_cast<" + T + ">(" + a[0] + ")";
+      })
+      .Case([&](AddOp) { return a[0] + " + " + a[1]; })
+      .Case([&](SubOp) { return a[0] + " - " + a[1]; })
+      .Case([&](MulOp) { return a[0] + " * " + a[1]; })
+      .Case([&](DivOp) { return a[0] + " / " + a[1]; })
+      .Case([&](PowOp) {
+        // Integer powers go through double, as std::pow does on the CPU.
+        std::string x = isFloat ? a[0] : "static_cast<double>(" + a[0] + ")";
+        std::string y = isFloat ? a[1] : "static_cast<double>(" + a[1] + ")";
+        return "static_cast<" + T + ">(" + m + "pow(" + x + ", " + y + "))";
+      })
+      .Case([&](MinOp) { return minOf(a[0], a[1]); })
+      .Case([&](MaxOp) { return maxOf(a[0], a[1]); })
+      .Case([&](EqualOp) { return flag(a[0] + " == " + a[1]); })
+      .Case([&](LessOp) { return flag(a[0] + " < " + a[1]); })
+      .Case([&](GreaterOp) { return flag(a[0] + " > " + a[1]); })
+      .Case([&](AndOp) { return flag(a[0] + " && " + a[1]); })
+      .Case([&](SelectOp) { return a[0] + " ? " + a[1] + " : " + a[2]; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dil, int64_t group) {
+  auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape(), ys = typeOf(y).getShape();
+  int ns2 = xs.size() - 2;
+  body << "  " << ns << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
+       << "; g.C = " << xs[1] << "; g.M = " << ws[0] << "; g.group = " << group << ";\n";
+  for (int i = 0; i < ns2; ++i)
+    body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << ws[i + 2]
+         << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
+         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.dilation[" << i
+         << "] = " << dil[i] << ";\n";
+}
+
+void KernelPrinter::poolGeom(const std::string &ns, Value x, Value y, ArrayRef<int64_t> k,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dil, bool cip) {
+  auto xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
+  int ns2 = xs.size() - 2;
+  body << "  " << ns << "PoolGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
+       << "; g.C = " << xs[1] << "; g.countIncludePad = " << (cip ? "true" : "false") << ";\n";
+  for (int i = 0; i < ns2; ++i)
+    body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << k[i]
+         << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
+         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.dilation[" << i
+         << "] = " << dil[i] << ";\n";
+}
+
+LogicalResult KernelPrinter::unsupported(Operation *op, const std::string &why,
+                                         std::string &error) {
+  llvm::raw_string_ostream os(error);
+  os << op->getName() << " at " << op->getLoc() << ": " << why;
+  return failure();
+}
+
+void KernelPrinter::finishKernel(const std::string &comment, FunctionKernels &fk) {
+  out << device.str();
+  out << "// " << comment << "\n";
+  if (!launchNote.empty())
+    out << "// launch: " << launchNote << "\n";
+  out << "extern \"C\" void " << kernelName << signature() << " {\n"
+      << prologue() << setup.str() << body.str() << "}\n\n";
+  for (std::ostringstream *s : {&setup, &body, &device})
+    s->str("");
+  launchNote.clear();
+  fk.kernels.push_back(kernelName);
+}
+
+LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
+                                          std::string &error) {
+  fn = f;
+  fk.name = f.getSymName().str();
+  if (auto a = f->getAttrOfType<IntegerAttr>("ortc.arena_bytes"))
+    fk.arenaBytes = a.getInt();
+  if (auto a = f->getAttrOfType<IntegerAttr>("ortc.arena_lower_bound"))
+    fk.arenaLowerBound = a.getInt();
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    std::string role = argRole(f, i);
+    if (role == "input" || role == "scalar")
+      fk.inputs.push_back(argName(f, i));
+  }
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    if (!resultTied(f, i))
+      fk.outputs.push_back(resultName(f, i));
+  kernelCount = 0;
+  auto nextName = [&] { kernelName = "ortc_" + fk.name + "_k" + std::to_string(kernelCount++); };
+  for (Operation &op : f.getBody().front()) {
+    if (isa<ConstantOp, WeightOp, ReshapeOp>(op))
+      continue;
+    nextName();
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      // Results not already written in place are copied into their tensors.
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        std::string dest = destFor(i);
+        if (ptr(v) != dest)
+          emitCopy(dest, ptr(v), byteSize(v));
+      }
+      if (!body.str().empty())
+        finishKernel(fk.name + ": copy results into their tensors", fk);
+      break;
+    }
+    for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
+      if (cType(typeOf(v).getElementType()).empty())
+        return unsupported(&op, targetDescription() +
+                                    " supports f32, f64, i64, i32 and bool tensors",
+                           error);
+    if (failed(emitOp(&op, error)))
+      return failure();
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    if (auto nl = dyn_cast<NameLoc>(op.getLoc()))
+      os << nl.getName().str();
+    else
+      os << op.getLoc();
+    std::string shapes;
+    for (Value r : op.getResults()) {
+      std::string s;
+      llvm::raw_string_ostream ss(s);
+      ss << r.getType();
+      shapes += (shapes.empty() ? "" : ", ") + s;
+    }
+    finishKernel(fk.name + ": ONNX node '" + loc + "' -> " + op.getName().getStringRef().str() +
+                     " : " + shapes,
+                 fk);
+  }
+  return success();
+}
+
+LogicalResult KernelPrinter::emitModule(ModuleOp module, std::vector<FunctionKernels> &functions,
+                                        std::string &error) {
+  for (const char *name : {"train_step", "eval_step"}) {
+    auto f = module.lookupSymbol<func::FuncOp>(name);
+    if (!f) {
+      error = std::string("the module has no @") + name;
+      return failure();
+    }
+    FunctionKernels fk;
+    if (failed(emitFunction(f, fk, error)))
+      return failure();
+    functions.push_back(std::move(fk));
+  }
+  return success();
+}
+
+} // namespace ortc

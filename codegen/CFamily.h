@@ -1,0 +1,120 @@
+//===- CFamily.h - The kernel printer shared by every target ----*- C++ -*-===//
+//
+// Why: the CPU (C++), CUDA and HIP emitters print the same planned IR into the same
+// kind of text: one `extern "C"` function per op in execution order, operands
+// addressed through the memory plan (arena offsets, persistent tensors bufs[i], model
+// constants), elementwise ops as one scalar expression, everything else as a call
+// into the target's kernel library with the static shapes spelled out. That walk,
+// the operand addressing, the scalar expressions and the conv/pool geometry live
+// here once; a target subclasses KernelPrinter and prints only what differs (how a
+// loop or a launch looks, how a constant or a copy is spelled, library calls).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_CODEGEN_CFAMILY_H
+#define ORTC_CODEGEN_CFAMILY_H
+
+#include "codegen/Artifact.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
+#include <sstream>
+
+namespace ortc {
+
+/// How a target spells scalar math inside kernels.
+struct ScalarSpelling {
+  std::string math;   ///< prefix of exp/log/sqrt/erf/tanh/pow: "std::" or ""
+  std::string minMax; ///< prefix of max<T>/min<T>: "std::" or "ortc::gpu::ortc_"
+  std::string abs;    ///< "std::abs" or "ortc::gpu::ortc_abs"
+  bool device = false; ///< NaN/inf as ortc::gpu::ortc_nan<T>() (device code)
+};
+
+/// C type of an element type ("float", "int64_t", bool -> "uint8_t"), "" if none.
+std::string cType(mlir::Type elementType);
+/// "{1, 2, 3}" ("{0}" for an empty list, so that it can initialise an array).
+std::string cList(llvm::ArrayRef<int64_t> xs);
+/// A literal of `type` exactly representing `v` (NaN and infinities included).
+std::string cLiteral(double v, const std::string &type, const ScalarSpelling &sp);
+int64_t numElements(mlir::Value v);
+int64_t byteSize(mlir::Value v);
+/// Product of s[from, to).
+int64_t dimProduct(llvm::ArrayRef<int64_t> s, size_t from, size_t to);
+
+class KernelPrinter {
+public:
+  KernelPrinter(const TensorTable &table, ScalarSpelling spelling)
+      : table(table), sp(std::move(spelling)) {}
+  virtual ~KernelPrinter() = default;
+
+  /// Prints one kernel per op of @train_step and @eval_step and fills
+  /// `functions` with their order, inputs, outputs and arena sizes.
+  mlir::LogicalResult emitModule(mlir::ModuleOp module, std::vector<FunctionKernels> &functions,
+                                 std::string &error);
+  std::string constants() const { return constOut.str(); }
+  std::string kernels() const { return out.str(); }
+
+protected:
+  /// The parameter list of every kernel, e.g. "(void *const *bufs, char *arena)".
+  virtual std::string signature() const = 0;
+  /// Lines that open every kernel (silencing unused parameters, naming the stream).
+  virtual std::string prologue() const = 0;
+  /// Appends a copy of `bytes` bytes to the current kernel.
+  virtual void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) = 0;
+  /// Declares constant `name` (n elements of `type`, initialiser list `init`, or
+  /// every element `splat` when init is empty) and returns a pointer expression.
+  virtual std::string declareConstant(const std::string &name, const std::string &type,
+                                      int64_t n, const std::string &init,
+                                      const std::string &splat) = 0;
+  /// Appends the statements of `op` to `body` (and device code to `device`).
+  virtual mlir::LogicalResult emitOp(mlir::Operation *op, std::string &error) = 0;
+  /// "the CPU target", "the CUDA target"... for messages.
+  virtual std::string targetDescription() const = 0;
+
+  /// A C expression for the data pointer of `v`.
+  std::string ptr(mlir::Value v);
+  /// The pointer cast to `const T *` (or `T *` when writable).
+  std::string typed(mlir::Value v, bool writable = false);
+  /// The destination tensor of result `i` of the function being printed.
+  std::string destFor(unsigned resultIndex);
+  /// A splat constant's value as a literal, or nullopt.
+  std::optional<std::string> splatLiteral(mlir::Value v);
+  /// The scalar expression of an elementwise op over operand expressions `args`,
+  /// or nullopt when `op` is not elementwise.
+  std::optional<std::string> elementwise(mlir::Operation *op, llvm::ArrayRef<std::string> args);
+  /// Declares `<ns>ConvGeom g` / `<ns>PoolGeom g` (the same fields in both libraries).
+  void convGeom(const std::string &ns, mlir::Value x, mlir::Value w, mlir::Value y,
+                llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
+                llvm::ArrayRef<int64_t> dilations, int64_t group);
+  void poolGeom(const std::string &ns, mlir::Value x, mlir::Value y,
+                llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> strides,
+                llvm::ArrayRef<int64_t> pads, llvm::ArrayRef<int64_t> dilations,
+                bool countIncludePad);
+  mlir::LogicalResult unsupported(mlir::Operation *op, const std::string &why,
+                                  std::string &error);
+
+  const TensorTable &table;
+  ScalarSpelling sp;
+  mlir::func::FuncOp fn;
+  std::string kernelName;     ///< the kernel being printed (prefix of its device code)
+  std::ostringstream setup;   ///< statements before `body` (constant addresses)
+  std::ostringstream body;    ///< statements of the kernel being printed
+  std::ostringstream device;  ///< device functions the kernel launches (GPU)
+  std::string launchNote;     ///< launch shape for the opening comment (GPU)
+  std::ostringstream constOut; ///< file-scope declarations of the model's constants
+
+private:
+  mlir::LogicalResult emitFunction(mlir::func::FuncOp f, FunctionKernels &fk,
+                                   std::string &error);
+  void finishKernel(const std::string &comment, FunctionKernels &fk);
+
+  std::ostringstream out;
+  int constCount = 0, kernelCount = 0;
+  llvm::DenseMap<mlir::Value, std::string> constNames;
+};
+
+} // namespace ortc
+
+#endif // ORTC_CODEGEN_CFAMILY_H
