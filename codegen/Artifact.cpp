@@ -3,9 +3,10 @@
 // Algorithm of writeArtifact:
 //  1. make `<output>.tmp.<pid>/`; write the kernel source and the kernel library
 //     header it includes (so the folder is self-contained and rebuildable);
-//  2. compile the source into kernels.so with the system C++ compiler (an explicit
-//     instruction-set level, never -march=native), reusing $ORTC_KERNEL_CACHE when
-//     set (keyed by the SHA-256 of source + flags);
+//  2. compile the source with the target's KernelBuild (CPU: the system C++
+//     compiler at an explicit instruction-set level, never -march=native; CUDA/HIP:
+//     nvcc/hipcc), reusing $ORTC_KERNEL_CACHE when set (keyed by the SHA-256 of
+//     source, kernel library and compiler flags);
 //  3. write params.bin (initial values of parameters, buffers and constants);
 //  4. write manifest.json with the SHA-256 of every file;
 //  5. rename the folder into place, so a failed build never leaves half an artifact.
@@ -108,6 +109,49 @@ std::string readFile(const fs::path &path) {
   return ss.str();
 }
 
+
+/// Copies `products` from `from` into `to`; false if any is missing.
+bool copyProducts(const fs::path &from, const fs::path &to,
+                  const std::vector<std::string> &products) {
+  std::error_code ec;
+  for (const std::string &p : products) {
+    fs::copy_file(from / p, to / p, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      return false;
+  }
+  return true;
+}
+
+/// Compiles through the kernel cache: a hit copies the products, a miss compiles
+/// and stores them under <cache>/<key>/ (written to a temporary name, renamed).
+bool compileCached(const fs::path &dir, const std::string &source, const KernelBuild &build,
+                   std::string &error) {
+  std::string key =
+      sha256Hex(source + "\n" + build.librarySource + "\n" + build.compilerId);
+  const char *cacheDir = std::getenv("ORTC_KERNEL_CACHE");
+  fs::path cached = cacheDir && *cacheDir ? fs::path(cacheDir) / key : fs::path();
+  if (!cached.empty() && copyProducts(cached, dir, build.products))
+    return true;
+  if (!build.compile(dir.string(), error))
+    return false;
+  for (const std::string &p : build.products)
+    if (!fs::exists(dir / p)) {
+      error = "the compile did not produce " + p;
+      return false;
+    }
+  if (!cached.empty()) {
+    std::error_code ec;
+    fs::path tmp = cached.string() + ".tmp." + std::to_string(getpid());
+    fs::create_directories(tmp, ec);
+    if (!ec && copyProducts(dir, tmp, build.products))
+      fs::rename(tmp, cached, ec);
+    fs::remove_all(tmp, ec);
+  }
+  return true;
+}
+
+} // namespace
+
 std::string shellQuote(const std::string &s) {
   std::string out = "'";
   for (char c : s)
@@ -115,47 +159,45 @@ std::string shellQuote(const std::string &s) {
   return out + "'";
 }
 
-/// Compiles kernels.cpp in `dir` into kernels.so.
-bool compileKernels(const fs::path &dir, const std::string &source, std::string &error) {
+bool runCompileCommands(const std::vector<std::string> &commands, const std::string &dir,
+                        const std::string &what, std::string &error) {
+  std::string log = (fs::path(dir) / "compile.log").string();
+  for (const std::string &c : commands) {
+    std::string cmd = "(" + c + ") >> " + shellQuote(log) + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      error = what + " failed:\n" + readFile(log).substr(0, 4000);
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::remove(log, ec);
+  return true;
+}
+
+KernelBuild cpuKernelBuild() {
   const char *cxx = std::getenv("CXX");
   std::string compiler = cxx && *cxx ? cxx : "c++";
   const char *opt = std::getenv("ORTC_CXX_OPT");
   std::string flags = std::string("-std=c++17 ") + (opt && *opt ? opt : "-O2") +
                       " -march=x86-64-v2 -fPIC -shared -fopenmp";
-  std::string key = sha256Hex(source + "\n" + compiler + " " + flags);
-  fs::path out = dir / "kernels.so";
-  const char *cacheDir = std::getenv("ORTC_KERNEL_CACHE");
-  fs::path cached = cacheDir && *cacheDir ? fs::path(cacheDir) / (key + ".so") : fs::path();
-  std::error_code ec;
-  if (!cached.empty() && fs::exists(cached)) {
-    fs::copy_file(cached, out, fs::copy_options::overwrite_existing, ec);
-    if (!ec)
-      return true;
-  }
-  std::string log = (dir / "compile.log").string();
-  std::string cmd = compiler + " " + flags + " " + shellQuote((dir / "kernels.cpp").string()) +
-                    " -o " + shellQuote(out.string()) + " -lopenblas > " + shellQuote(log) +
-                    " 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    error = "compiling the kernels failed (" + compiler + "):\n" + readFile(log).substr(0, 4000);
-    return false;
-  }
-  fs::remove(log, ec);
-  if (!cached.empty()) {
-    fs::create_directories(cached.parent_path(), ec);
-    fs::path tmp = cached.string() + ".tmp." + std::to_string(getpid());
-    fs::copy_file(out, tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec)
-      fs::rename(tmp, cached, ec);
-  }
-  return true;
+  KernelBuild b;
+  b.sourceName = "kernels.cpp";
+  b.libraryName = "ortc_kernels.h";
+  b.librarySource = ortcKernelLibrarySource;
+  b.products = {"kernels.so"};
+  b.compilerId = compiler + " " + flags;
+  b.compile = [compiler, flags](const std::string &dir, std::string &error) {
+    return runCompileCommands({"cd " + shellQuote(dir) + " && " + compiler + " " + flags +
+                               " kernels.cpp -o kernels.so -lopenblas"},
+                              dir, "compiling the kernels (" + compiler + ")", error);
+  };
+  return b;
 }
-
-} // namespace
 
 bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
-                   const std::string &kernelSource, std::string &error) {
+                   const std::string &kernelSource, const KernelBuild &build,
+                   std::string &error) {
   fs::path out(options.output);
   if (fs::exists(out) && !fs::exists(out / "manifest.json")) {
     error = out.string() + " exists and is not an ortc artifact: not replacing it";
@@ -170,9 +212,9 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   }
   auto cleanup = [&]() { fs::remove_all(tmp, ec); };
 
-  if (!writeFile(tmp / "kernels.cpp", kernelSource, error) ||
-      !writeFile(tmp / "ortc_kernels.h", ortcKernelLibrarySource, error) ||
-      !compileKernels(tmp, kernelSource, error)) {
+  if (!writeFile(tmp / build.sourceName, kernelSource, error) ||
+      !writeFile(tmp / build.libraryName, build.librarySource, error) ||
+      !compileCached(tmp, kernelSource, build, error)) {
     cleanup();
     return false;
   }
@@ -182,7 +224,7 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   manifest["format_version"] = 1;
   manifest["target"] = options.target;
   manifest["arch"] = options.arch.empty() ? std::vector<std::string>{"x86-64-v2"} : options.arch;
-  manifest["kernels_object"] = "kernels.so";
+  manifest["kernels_object"] = build.products.front();
   int64_t arena = 0;
   for (const FunctionKernels &f : functions)
     arena = std::max(arena, f.arenaBytes);
@@ -212,7 +254,10 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     return false;
   }
   nlohmann::json files = nlohmann::json::object();
-  for (const char *f : {"kernels.so", "kernels.cpp", "ortc_kernels.h", "params.bin"})
+  std::vector<std::string> hashed = build.products;
+  for (const std::string &f : {build.sourceName, build.libraryName, std::string("params.bin")})
+    hashed.push_back(f);
+  for (const std::string &f : hashed)
     files[f] = sha256Hex(readFile(tmp / f));
   manifest["files"] = files;
   if (!writeFile(tmp / "manifest.json", manifest.dump(2) + "\n", error)) {

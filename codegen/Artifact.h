@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,16 +55,43 @@ std::string dtypeOf(mlir::Type elementType);
 
 struct ArtifactOptions {
   std::string target, output;
-  std::vector<std::string> arch;
+  std::vector<std::string> arch; ///< recorded in the manifest (resolved by the target)
   bool timing = false;
 };
 
-/// Writes `options.output` (a folder) from emitted kernel source: compiles it,
-/// writes params.bin and manifest.json with hashes, all in a temporary folder that
-/// is renamed into place at the end. Returns false with `error` set on failure.
+/// What a target puts into the artifact besides the manifest and params.bin, and
+/// how it compiles it.
+struct KernelBuild {
+  std::string sourceName;  ///< "kernels.cpp", "kernels.cu", "kernels.hip"
+  std::string libraryName; ///< the kernel library header the source includes
+  std::string librarySource;
+  /// Files the compile produces, all hashed into the manifest; the first is the
+  /// shared object the runtime loads.
+  std::vector<std::string> products;
+  std::string compilerId; ///< compiler and flags, part of the cache key
+  /// Compiles in `dir` (source and library already there) into `products`.
+  std::function<bool(const std::string &dir, std::string &error)> compile;
+};
+
+/// The CPU build: the system C++ compiler at an explicit ISA level, OpenMP, OpenBLAS.
+KernelBuild cpuKernelBuild();
+
+/// `s` quoted for a POSIX shell.
+std::string shellQuote(const std::string &s);
+
+/// Runs shell `commands` in order, stdout/stderr into `dir`/compile.log; on failure
+/// sets `error` to "<what> failed:" and the log's head.
+bool runCompileCommands(const std::vector<std::string> &commands, const std::string &dir,
+                        const std::string &what, std::string &error);
+
+/// Writes `options.output` (a folder) from emitted kernel source: compiles it
+/// (reusing $ORTC_KERNEL_CACHE, keyed by the SHA-256 of source, library and
+/// compiler), writes params.bin and manifest.json with hashes, all in a temporary
+/// folder renamed into place at the end. Returns false with `error` on failure.
 bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
-                   const std::string &kernelSource, std::string &error);
+                   const std::string &kernelSource, const KernelBuild &build,
+                   std::string &error);
 
 } // namespace ortc
 

@@ -16,6 +16,7 @@
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
 #include "codegen/cpu/CppEmitter.h"
+#include "codegen/gpu/GpuEmitter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -204,6 +205,29 @@ int runBuild(const BuildOptions &options) {
     }
   }
 
+  // The target's archs and toolchain are checked before any work.
+  const TargetInfo *gpu = gpuTargetByName(options.target);
+  std::vector<std::string> archs = options.arch;
+  std::string gpuCompiler;
+  if (options.target == "cpu" && !archs.empty()) {
+    llvm::errs() << "ortc: error: --arch is for --target cuda or rocm (the CPU target "
+                    "always builds for x86-64-v2)\n";
+    return 1;
+  }
+  if (gpu) {
+    std::string why;
+    if (!gpu->resolveArchs(archs, why)) {
+      llvm::errs() << "ortc: error: " << why << "\n";
+      return 1;
+    }
+    bool printsOnly = (options.stopAfter && *options.stopAfter <= Phase::Codegen) ||
+                      options.emitMlir;
+    if (!printsOnly && (gpuCompiler = gpu->findCompiler(why)).empty()) {
+      llvm::errs() << "ortc: error: " << why << "\n";
+      return 1;
+    }
+  }
+
   auto t0 = std::chrono::steady_clock::now();
   ImportOptions importOptions{options.dims, options.shapes};
   WeightStore weights;
@@ -281,25 +305,23 @@ int runBuild(const BuildOptions &options) {
   }
 
   // Codegen and packaging.
-  if (options.target != "cpu") {
-    llvm::errs() << "ortc: error: --target " << options.target
-                 << " is not available in this build yet (only cpu)\n";
-    return 1;
-  }
   auto c0 = std::chrono::steady_clock::now();
   std::string error2;
   auto table = TensorTable::build(*module, weights, error2);
   std::vector<FunctionKernels> functions;
   std::string source;
-  if (failed(table) || failed(emitCpuKernels(*module, *table, functions, source, error2))) {
+  if (failed(table) ||
+      failed(gpu ? emitGpuKernels(*module, *table, *gpu, functions, source, error2)
+                 : emitCpuKernels(*module, *table, functions, source, error2))) {
     llvm::errs() << "ortc: error: " << options.model << ": " << error2 << "\n";
     return 1;
   }
   if (options.stopAfter == Phase::Codegen)
     return emitText(source);
   auto c1 = std::chrono::steady_clock::now();
-  ArtifactOptions artifact{options.target, options.output, options.arch, options.timing};
-  if (!writeArtifact(artifact, *table, functions, source, error2)) {
+  ArtifactOptions artifact{options.target, options.output, archs, options.timing};
+  KernelBuild build = gpu ? gpuKernelBuild(*gpu, gpuCompiler, archs) : cpuKernelBuild();
+  if (!writeArtifact(artifact, *table, functions, source, build, error2)) {
     llvm::errs() << "ortc: error: " << options.output << ": " << error2 << "\n";
     return 1;
   }
@@ -307,7 +329,7 @@ int runBuild(const BuildOptions &options) {
   if (options.timing)
     llvm::errs() << "ortc: codegen: "
                  << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c1 - c0).count())
-                 << " ms, package (C++ compile included): "
+                 << " ms, package (kernel compile included): "
                  << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c2 - c1).count())
                  << " ms\n";
   size_t kernels = 0;

@@ -70,7 +70,10 @@ int main(int argc, char **argv) {
   build->add_option("-o,--output", b.output, "Artifact folder to write (model.ortc)");
   build->add_option("--target", b.target, "cpu, cuda or rocm")
       ->check(CLI::IsMember({"cpu", "cuda", "rocm"}))->default_val("cpu");
-  build->add_option("--arch", b.arch, "GPU architectures (comma separated)")->delimiter(',');
+  build->add_option("--arch", b.arch,
+                    "GPU architectures, comma separated (cuda: sm_75, sm_80, sm_86, sm_89, "
+                    "sm_90; default sm_80,sm_90. rocm: gfx90a, the default)")
+      ->delimiter(',');
   build->add_option("--dim", dims, "Bind a symbolic dim: NAME=N (repeatable)");
   build->add_option("--shape", shapes, "Set an input's shape: INPUT=AxBxC (repeatable)");
   auto *train = build->add_option_group("Training", "Loss and optimizer of the step");

@@ -1,0 +1,522 @@
+//===- GpuEmitter.cpp - Planned ortc IR -> CUDA/HIP kernels ---------------===//
+//
+// The shared GPU emitter: one KernelPrinter (codegen/CFamily.h) for both vendors,
+// parameterised by a TargetInfo (warp size, shuffles, headers, runtime API names).
+// Every op becomes one host launcher `ortc_<fn>_k<N>(bufs, arena, stream)` that
+// only enqueues work on the stream. Elementwise ops get a generated __global__
+// kernel (grid-stride, 4-wide vector packs when every pointer is aligned);
+// everything else calls the GPU kernel library (kernels/ortc_gpu_kernels.h), whose
+// reductions use warp shuffles. Scalars that live in tensors (learning rate, step,
+// seed, dloss, the update gate) stay on the device and are passed as pointers, so
+// a captured CUDA graph replays with new values.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/gpu/GpuEmitter.h"
+
+#include "codegen/CFamily.h"
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+extern const char *const ortcGpuKernelLibrarySource; // generated from ortc_gpu_kernels.h
+
+namespace ortc {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+std::string elemType(Value v) { return cType(typeOf(v).getElementType()); }
+constexpr int kBlock = 256; // ortc::gpu::kBlock
+constexpr int kVec = 4;     // elements per vector pack
+
+class GpuPrinter : public KernelPrinter {
+public:
+  explicit GpuPrinter(const TensorTable &table, const TargetInfo &target)
+      : KernelPrinter(table, ScalarSpelling{"", "ortc::gpu::ortc_", "ortc::gpu::ortc_abs", true}),
+        target(target) {}
+
+private:
+  const TargetInfo &target;
+  std::string signature() const override {
+    return "(void *const *bufs, char *arena, void *stream)";
+  }
+  std::string prologue() const override {
+    return "  (void)bufs;\n  (void)arena;\n  ortcStream_t s = (ortcStream_t)stream;\n  (void)s;\n";
+  }
+  std::string targetDescription() const override { return "the " + target.displayName + " target"; }
+  void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) override {
+    body << "  ORTC_MEMCPY_ASYNC(" << dest << ", " << src << ", " << bytes << ", s);\n";
+  }
+  std::string declareConstant(const std::string &name, const std::string &type, int64_t n,
+                              const std::string &init, const std::string &splat) override {
+    if (init.empty()) {
+      // A splat the library reads through a pointer: filled on the device at its
+      // first use (the runtime's first step runs eagerly, before any graph capture).
+      constOut << "__device__ " << type << " " << name << "[" << n << "];\n";
+      constOut << "static void *" << name << "_ptr(ortcStream_t s) {\n  static void *p = [s] {\n"
+               << "    void *q = ORTC_SYMBOL_ADDRESS(" << name << ");\n"
+               << "    ortc::gpu::fill((" << type << " *)q, " << n << ", " << splat
+               << ", s);\n    return q;\n  }();\n  return p;\n}\n";
+    } else {
+      constOut << "__device__ " << type << " " << name << "[" << n << "] = {" << init << "};\n";
+      constOut << "static void *" << name << "_ptr(ortcStream_t) {\n"
+               << "  static void *p = ORTC_SYMBOL_ADDRESS(" << name << ");\n  return p;\n}\n";
+    }
+    return "((char *)" + name + "_ptr(s))";
+  }
+  LogicalResult emitOp(Operation *op, std::string &error) override;
+
+  /// A typed null pointer (library templates deduce T from every argument).
+  std::string null(Value like) { return "(" + elemType(like) + " *)nullptr"; }
+  std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
+  void elementwiseKernel(Operation *op, Value res);
+};
+
+/// A generated __global__ kernel for one elementwise op and its launcher body.
+void GpuPrinter::elementwiseKernel(Operation *op, Value res) {
+  SmallVector<Value> params;
+  SmallVector<std::string> args;
+  for (Value v : op->getOperands()) {
+    if (auto literal = splatLiteral(v)) {
+      args.push_back(*literal);
+      continue;
+    }
+    auto it = llvm::find(params, v);
+    size_t j = it - params.begin();
+    if (it == params.end())
+      params.push_back(v);
+    args.push_back("a" + std::to_string(j) + "[l]");
+  }
+  std::string expr = *elementwise(op, args);
+  std::string T = elemType(res), fnName = kernelName + "_ew";
+  int64_t n = numElements(res);
+
+  device << "template <int V>\n__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fnName
+         << "(";
+  for (auto [j, v] : llvm::enumerate(params))
+    device << "const " << elemType(v) << " *in" << j << ", ";
+  device << T << " *out, int64_t n) {\n"
+         << "  const int64_t stride = (int64_t)gridDim.x * blockDim.x * V;\n"
+         << "  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V; base < n;"
+            " base += stride) {\n";
+  for (auto [j, v] : llvm::enumerate(params))
+    device << "    " << elemType(v) << " a" << j << "[V];\n    ortc::gpu::loadPack<V>(a" << j
+           << ", in" << j << ", base, n);\n";
+  device << "    " << T << " r[V];\n#pragma unroll\n    for (int l = 0; l < V; ++l)\n"
+         << "      r[l] = " << expr << ";\n"
+         << "    ortc::gpu::storePack<V>(out, r, base, n);\n  }\n}\n";
+
+  std::string call = "(";
+  std::string alignedAll;
+  for (auto [j, v] : llvm::enumerate(params)) {
+    std::string name = "in" + std::to_string(j);
+    body << "  const " << elemType(v) << " *" << name << " = " << typed(v) << ";\n";
+    call += name + ", ";
+    alignedAll += "ortc::gpu::aligned(" + name + ", " + std::to_string(kVec) + " * sizeof(*" +
+                  name + ")) && ";
+  }
+  body << "  " << T << " *out = " << typed(res, true) << ";\n";
+  call += "out, " + std::to_string(n) + ")";
+  alignedAll += "ortc::gpu::aligned(out, " + std::to_string(kVec) + " * sizeof(*out))";
+  int64_t vecBlocks = std::max<int64_t>(1, (n + kVec * kBlock - 1) / (kVec * kBlock));
+  int64_t blocks = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  body << "  if (" << alignedAll << ")\n    " << fnName << "<" << kVec << "><<<" << vecBlocks
+       << ", " << kBlock << ", 0, s>>>" << call << ";\n  else\n    " << fnName << "<1><<<"
+       << blocks << ", " << kBlock << ", 0, s>>>" << call << ";\n";
+  launchNote = std::to_string(vecBlocks) + " blocks x " + std::to_string(kBlock) +
+               " threads, " + std::to_string(kVec) + "-wide vector packs when aligned (else " +
+               std::to_string(blocks) + " blocks, one element per thread)";
+}
+
+LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
+  Value res = op->getNumResults() ? op->getResult(0) : Value();
+  std::string T = res ? elemType(res) : "";
+  if (res && elementwise(op, SmallVector<std::string>(op->getNumOperands(), "x"))) {
+    elementwiseKernel(op, res);
+    return success();
+  }
+  auto copyIfDistinct = [&](Value from, Value to) {
+    if (ptr(from) != ptr(to))
+      emitCopy(ptr(to), ptr(from), byteSize(to));
+  };
+  auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  auto rowNote = [&](int64_t rows, int threads, const std::string &what) {
+    launchNote = std::to_string(rows) + " blocks x " + std::to_string(threads) + " threads (" +
+                 what + ", warp-shuffle reductions, warp size " +
+                 std::to_string(target.warpSize) + ")";
+  };
+  auto gridNote = [&](int64_t n, const std::string &what) {
+    launchNote = std::to_string(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)) + " blocks x " +
+                 std::to_string(kBlock) + " threads (" + what + ")";
+  };
+  const std::string L = "ortc::gpu::";
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](GeluOp g) {
+        body << "  " << L << "gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
+             << numElements(res) << ", " << b(g.getTanh()) << ", s);\n";
+        gridNote(numElements(res), "one element per thread");
+        return success();
+      })
+      .Case([&](GeluGradOp g) {
+        body << "  " << L << "geluGrad(" << typed(g.getX()) << ", " << typed(g.getDy()) << ", "
+             << typed(res, true) << ", " << numElements(res) << ", " << b(g.getTanh())
+             << ", s);\n";
+        gridNote(numElements(res), "one element per thread");
+        return success();
+      })
+      .Case([&](BroadcastToOp bc) {
+        auto in = typeOf(bc.getX()).getShape();
+        SmallVector<int64_t> padded(typeOf(res).getRank() - in.size(), 1);
+        padded.append(in.begin(), in.end());
+        body << "  static const int64_t inDims[] = " << cList(padded)
+             << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << L << "broadcastTo(" << typed(bc.getX()) << ", inDims, " << typed(res, true)
+             << ", outDims, " << padded.size() << ", s);\n";
+        gridNote(numElements(res), "one output element per thread");
+        return success();
+      })
+      .Case([&](TransposeOp t) {
+        body << "  static const int64_t dims[] = " << dims(t.getX())
+             << ", perm[] = " << cList(t.getPerm()) << ";\n";
+        body << "  " << L << "transpose(" << typed(t.getX()) << ", dims, "
+             << typeOf(t.getX()).getRank() << ", perm, " << typed(res, true) << ", s);\n";
+        gridNote(numElements(res), "one output element per thread");
+        return success();
+      })
+      .Case([&](ConcatOp c) {
+        auto shape = typeOf(res).getShape();
+        int64_t axis = c.getAxis();
+        SmallVector<int64_t> sizes;
+        body << "  const " << T << " *ins[] = {";
+        for (auto [i, v] : llvm::enumerate(c.getInputs())) {
+          body << (i ? ", " : "") << typed(v);
+          sizes.push_back(typeOf(v).getDimSize(axis));
+        }
+        body << "};\n  static const int64_t sizes[] = " << cList(sizes) << ";\n";
+        body << "  " << L << "concat(ins, sizes, " << sizes.size() << ", "
+             << dimProduct(shape, 0, axis) << ", " << dimProduct(shape, axis + 1, shape.size())
+             << ", " << typed(res, true) << ", s);\n";
+        launchNote = "one grid-stride copy per input";
+        return success();
+      })
+      .Case([&](SliceOp sl) {
+        body << "  static const int64_t inDims[] = " << dims(sl.getX()) << ", starts[] = "
+             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
+             << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << L << "slice(" << typed(sl.getX()) << ", inDims, "
+             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
+             << ", outDims, s);\n";
+        gridNote(numElements(res), "one output element per thread");
+        return success();
+      })
+      .Case([&](SliceGradOp sl) {
+        body << "  static const int64_t dyDims[] = " << dims(sl.getDy()) << ", starts[] = "
+             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
+             << ", dxDims[] = " << dims(res) << ";\n";
+        body << "  " << L << "sliceGrad(" << typed(sl.getDy()) << ", dyDims, "
+             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
+             << ", dxDims, s);\n";
+        gridNote(numElements(sl.getDy()), "zero-fill, then one dy element per thread");
+        return success();
+      })
+      .Case([&](PadOp p) {
+        int64_t rank = typeOf(res).getRank();
+        body << "  static const int64_t inDims[] = " << dims(p.getX()) << ", begin[] = "
+             << cList(p.getPads().take_front(rank)) << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << L << "pad(" << typed(p.getX()) << ", inDims, " << rank << ", begin, "
+             << lit(p.getValue().convertToDouble(), T) << ", " << typed(res, true)
+             << ", outDims, s);\n";
+        gridNote(numElements(res), "one output element per thread");
+        return success();
+      })
+      .Case([&](GatherOp g) {
+        body << "  static const int64_t dims[] = " << dims(g.getData()) << ";\n";
+        body << "  " << L << "gather(" << typed(g.getData()) << ", dims, "
+             << typeOf(g.getData()).getRank() << ", " << g.getAxis() << ", "
+             << typed(g.getIndices()) << ", " << numElements(g.getIndices()) << ", "
+             << typed(res, true) << ", s); // out-of-range index: NaN output\n";
+        gridNote(numElements(res), "index check, then one output element per thread");
+        return success();
+      })
+      .Case([&](GatherGradOp g) {
+        body << "  static const int64_t dims[] = " << dims(res) << ";\n";
+        body << "  " << L << "gatherGrad(" << typed(g.getDy()) << ", dims, "
+             << typeOf(res).getRank() << ", " << g.getAxis() << ", " << typed(g.getIndices())
+             << ", " << numElements(g.getIndices()) << ", " << typed(res, true) << ", s);\n";
+        gridNote(numElements(g.getDy()), "zero-fill, then atomic adds, one dy element per thread");
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+        const char *kind = isa<ReduceSumOp>(op)    ? "Sum"
+                           : isa<ReduceMeanOp>(op) ? "Mean"
+                                                   : "Max";
+        body << "  static const int64_t dims[] = " << dims(r.getX())
+             << ", axes[] = " << cList(r.getAxes()) << ";\n";
+        body << "  " << L << "reduce(" << typed(r.getX()) << ", dims, "
+             << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
+             << typed(res, true) << ", " << L << "ReduceKind::" << kind << ", s);\n";
+        rowNote(numElements(res), kBlock, "one block per output element");
+        return success();
+      })
+      .Case([&](MatMulOp m) {
+        auto as = typeOf(m.getA()).getShape();
+        auto ys = typeOf(res).getShape();
+        size_t r = as.size();
+        int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
+        int64_t batch = dimProduct(as, 0, r - 2);
+        body << "  " << L << "matmul(" << typed(m.getA()) << ", " << typed(m.getB()) << ", "
+             << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
+             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << ", s);\n";
+        launchNote = std::string(target.vendorCode.empty() ? "" : "vendor BLAS, else ") +
+                     "ortc tiled GEMM: " +
+                     std::to_string((ys[r - 1] + 63) / 64) + " x " +
+                     std::to_string((ys[r - 2] + 63) / 64) + " x " + std::to_string(batch) +
+                     " blocks of 256 threads (64x64 tiles)";
+        return success();
+      })
+      .Case([&](ConvOp c) {
+        convGeom(L, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << L << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
+             << (c.getBias() ? typed(c.getBias()) : null(res)) << ", " << typed(res, true)
+             << ", g, s);\n";
+        launchNote = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
+        return success();
+      })
+      .Case([&](ConvGradInputOp c) {
+        convGeom(L, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << L << "convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
+             << ", " << typed(res, true) << ", g, s);\n";
+        launchNote = "implicit-col2im tiled GEMM, 64x64 tiles of 256 threads";
+        return success();
+      })
+      .Case([&](ConvGradWeightOp c) {
+        convGeom(L, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << L << "convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
+             << ", " << typed(res, true) << ", g, s);\n";
+        launchNote = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
+        return success();
+      })
+      .Case<MaxPoolOp, AvgPoolOp>([&](auto p) {
+        poolGeom(L, p.getX(), res, p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), p.getCountIncludePad());
+        body << "  " << L << (isa<MaxPoolOp>(op) ? "maxPool" : "avgPool") << "("
+             << typed(p.getX()) << ", " << typed(res, true) << ", g, s);\n";
+        gridNote(numElements(res), "one output element per thread");
+        return success();
+      })
+      .Case([&](MaxPoolGradOp p) {
+        poolGeom(L, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), false);
+        body << "  " << L << "maxPoolGrad(" << typed(p.getX()) << ", " << typed(p.getDy())
+             << ", " << typed(res, true) << ", g, s);\n";
+        gridNote(numElements(p.getDy()), "zero-fill, then atomic adds, one dy element per thread");
+        return success();
+      })
+      .Case([&](AvgPoolGradOp p) {
+        poolGeom(L, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), p.getCountIncludePad());
+        body << "  " << L << "avgPoolGrad(" << typed(p.getDy()) << ", " << typed(res, true)
+             << ", g, s);\n";
+        gridNote(numElements(p.getDy()), "zero-fill, then atomic adds, one dy element per thread");
+        return success();
+      })
+      .Case([&](BatchNormTrainOp bn) {
+        auto xs = typeOf(bn.getX()).getShape();
+        body << "  " << L << "batchNormTrain(" << typed(bn.getX()) << ", " << typed(bn.getScale())
+             << ", " << typed(bn.getBias()) << ", " << typed(bn.getY(), true) << ", "
+             << typed(bn.getMean(), true) << ", " << typed(bn.getVar(), true) << ", " << xs[0]
+             << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size()) << ", "
+             << lit(bn.getEpsilon().convertToDouble(), T) << ", s);\n";
+        rowNote(xs[1], kBlock, "one block per channel");
+        return success();
+      })
+      .Case([&](BatchNormGradOp bn) {
+        auto xs = typeOf(bn.getX()).getShape();
+        body << "  " << L << "batchNormGrad(" << typed(bn.getX()) << ", " << typed(bn.getScale())
+             << ", " << typed(bn.getMean()) << ", " << typed(bn.getVar()) << ", "
+             << lit(bn.getEpsilon().convertToDouble(), T) << ", " << typed(bn.getDy()) << ", "
+             << typed(bn.getDx(), true) << ", " << typed(bn.getDscale(), true) << ", "
+             << typed(bn.getDbias(), true) << ", " << xs[0] << ", " << xs[1] << ", "
+             << dimProduct(xs, 2, xs.size()) << ", s);\n";
+        rowNote(xs[1], kBlock, "one block per channel");
+        return success();
+      })
+      .Case([&](BatchNormInferOp bn) {
+        auto xs = typeOf(bn.getX()).getShape();
+        body << "  " << L << "batchNormInfer(" << typed(bn.getX()) << ", " << typed(bn.getScale())
+             << ", " << typed(bn.getBias()) << ", " << typed(bn.getMean()) << ", "
+             << typed(bn.getVar()) << ", " << typed(res, true) << ", " << xs[0] << ", " << xs[1]
+             << ", " << dimProduct(xs, 2, xs.size()) << ", "
+             << lit(bn.getEpsilon().convertToDouble(), T) << ", s);\n";
+        gridNote(numElements(res), "one element per thread");
+        return success();
+      })
+      .Case([&](LayerNormOp ln) {
+        auto xs = typeOf(ln.getX()).getShape();
+        int64_t axis = ln.getAxis();
+        body << "  " << L << "layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
+             << ", " << (ln.getBias() ? typed(ln.getBias()) : null(ln.getX())) << ", "
+             << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
+             << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
+             << dimProduct(xs, axis, xs.size()) << ", "
+             << lit(ln.getEpsilon().convertToDouble(), T) << ", s);\n";
+        rowNote(dimProduct(xs, 0, axis), kBlock, "one block per row");
+        return success();
+      })
+      .Case([&](LayerNormGradOp ln) {
+        auto xs = typeOf(ln.getX()).getShape();
+        int64_t axis = ln.getAxis();
+        body << "  " << L << "layerNormGrad(" << typed(ln.getX()) << ", " << typed(ln.getScale())
+             << ", " << typed(ln.getMean()) << ", " << typed(ln.getInvStd()) << ", "
+             << typed(ln.getDy()) << ", " << typed(ln.getDx(), true) << ", "
+             << typed(ln.getDscale(), true) << ", " << typed(ln.getDbias(), true) << ", "
+             << dimProduct(xs, 0, axis) << ", " << dimProduct(xs, axis, xs.size()) << ", s);\n";
+        rowNote(dimProduct(xs, 0, axis), kBlock, "one block per row for dx, per column for the "
+                                                 "parameter gradients");
+        return success();
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto sm) {
+        auto xs = typeOf(res).getShape();
+        int64_t axis = sm.getAxis();
+        body << "  " << L << (isa<SoftmaxOp>(op) ? "softmax" : "logSoftmax") << "("
+             << typed(sm.getX()) << ", " << typed(res, true) << ", " << dimProduct(xs, 0, axis)
+             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", s);\n";
+        rowNote(dimProduct(xs, 0, axis) * dimProduct(xs, axis + 1, xs.size()), kBlock,
+                "one block per softmax row");
+        return success();
+      })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](auto sm) {
+        auto xs = typeOf(res).getShape();
+        int64_t axis = sm.getAxis();
+        body << "  " << L << (isa<SoftmaxGradOp>(op) ? "softmaxGrad" : "logSoftmaxGrad") << "("
+             << typed(sm.getY()) << ", " << typed(sm.getDy()) << ", " << typed(res, true) << ", "
+             << dimProduct(xs, 0, axis) << ", " << xs[axis] << ", "
+             << dimProduct(xs, axis + 1, xs.size()) << ", s);\n";
+        rowNote(dimProduct(xs, 0, axis) * dimProduct(xs, axis + 1, xs.size()), kBlock,
+                "one block per softmax row");
+        return success();
+      })
+      .Case<DropoutOp, DropoutGradOp>([&](auto d) {
+        // Same counter-based mask as the CPU; the seed is read on the device.
+        body << "  " << L << "dropout(" << typed(op->getOperand(0)) << ", " << typed(res, true)
+             << ", " << numElements(res) << ", "
+             << llvm::formatv("{0:e17}", d.getRatio().convertToDouble()).str() << ", "
+             << typed(d.getSeed()) << ", " << d.getKey() << "ULL, s);\n";
+        gridNote(numElements(res), "one element per thread");
+        return success();
+      })
+      .Case<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>([&](auto sce) {
+        auto ls = typeOf(sce.getLogits()).getShape();
+        auto ignore = sce.getIgnoreIndex();
+        std::string args = typed(sce.getLogits()) + ", " + typed(sce.getLabels()) + ", " +
+                           std::to_string(ls[0]) + ", " + std::to_string(ls[1]) + ", " +
+                           std::to_string(ignore.value_or(0)) + "LL, " + b(ignore.has_value()) +
+                           ", " + b(sce.getReduction() == "sum");
+        if constexpr (std::is_same_v<decltype(sce), SoftmaxCrossEntropyOp>) {
+          body << "  " << L << "softmaxCrossEntropy(" << args << ", " << typed(res, true)
+               << ", s); // a label outside [0, C): NaN loss\n";
+          rowNote(1, 1024, "one block over all rows");
+        } else {
+          body << "  " << L << "softmaxCrossEntropyGrad(" << args << ", "
+               << typed(sce.getDloss()) << ", " << typed(res, true) << ", s);\n";
+          rowNote(ls[0], kBlock, "one block per row");
+        }
+        return success();
+      })
+      .Case([&](AllFiniteOp f) {
+        body << "  uint8_t *ok = " << typed(res, true) << ";\n";
+        body << "  " << L << "fill(ok, 1, (uint8_t)1, s);\n";
+        int64_t total = 0;
+        for (Value v : f.getInputs()) {
+          body << "  " << L << "allFiniteAnd(" << typed(v) << ", " << numElements(v)
+               << ", ok, s);\n";
+          total += numElements(v);
+        }
+        launchNote = "one grid-stride check per input (" + std::to_string(total) + " elements)";
+        return success();
+      })
+      .Case([&](SgdUpdateOp u) {
+        copyIfDistinct(u.getParam(), u.getResult(0));
+        if (u.getMomentumBuffer())
+          copyIfDistinct(u.getMomentumBuffer(), u.getResult(1));
+        body << "  " << L << "sgdUpdate(" << typed(u.getResult(0), true) << ", "
+             << typed(u.getGrad()) << ", "
+             << (u.getMomentumBuffer() ? typed(u.getResult(1), true) : null(u.getParam()))
+             << ", " << numElements(u.getParam()) << ", " << typed(u.getLr()) << ", "
+             << lit(u.getMomentum().convertToDouble(), T) << ", "
+             << lit(u.getDampening().convertToDouble(), T) << ", " << b(u.getNesterov()) << ", "
+             << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep())
+             << ", " << typed(u.getApply()) << ", s);\n";
+        gridNote(numElements(u.getParam()), "one element per thread, gated on the device");
+        return success();
+      })
+      .Case([&](AdamWUpdateOp u) {
+        copyIfDistinct(u.getParam(), u.getNewParam());
+        copyIfDistinct(u.getM(), u.getNewM());
+        copyIfDistinct(u.getV(), u.getNewV());
+        body << "  " << L << "adamwUpdate(" << typed(u.getNewParam(), true) << ", "
+             << typed(u.getGrad()) << ", " << typed(u.getNewM(), true) << ", "
+             << typed(u.getNewV(), true) << ", " << numElements(u.getParam()) << ", "
+             << typed(u.getLr()) << ", " << lit(u.getBeta1().convertToDouble(), T) << ", "
+             << lit(u.getBeta2().convertToDouble(), T) << ", "
+             << lit(u.getEps().convertToDouble(), T) << ", "
+             << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep())
+             << ", " << typed(u.getApply()) << ", s);\n";
+        gridNote(numElements(u.getParam()), "one element per thread, gated on the device");
+        return success();
+      })
+      .Default([&](Operation *) {
+        return unsupported(op, targetDescription() + " has no kernel for this op", error);
+      });
+}
+
+} // namespace
+
+LogicalResult emitGpuKernels(ModuleOp module, const TensorTable &table, const TargetInfo &target,
+                             std::vector<FunctionKernels> &functions, std::string &source,
+                             std::string &error) {
+  GpuPrinter p(table, target);
+  if (failed(p.emitModule(module, functions, error)))
+    return failure();
+  std::ostringstream out;
+  out << "// Generated by ortc for the " << target.displayName
+      << " target: one host launcher per op of the\n"
+         "// training step (@train_step) and the evaluation step (@eval_step), in execution\n"
+         "// order. Each launcher receives the persistent tensors (bufs[i]: device pointers,\n"
+         "// see manifest.json), the device arena and a stream, and only enqueues work.\n"
+      << target.prelude() << "#include \"ortc_gpu_kernels.h\"\n\n"
+      << p.constants() << "\n"
+      << p.kernels();
+  source = out.str();
+  return success();
+}
+
+const char *gpuKernelLibrarySource() { return ortcGpuKernelLibrarySource; }
+
+KernelBuild gpuKernelBuild(const TargetInfo &target, const std::string &compiler,
+                           const std::vector<std::string> &archs) {
+  KernelBuild b;
+  b.sourceName = "kernels" + target.fileExtension;
+  b.libraryName = "ortc_gpu_kernels.h";
+  b.librarySource = ortcGpuKernelLibrarySource;
+  b.products = {"kernels.so", target.deviceObject};
+  std::vector<std::string> commands = target.commands(compiler, archs, "DIR");
+  for (const std::string &c : commands)
+    b.compilerId += c + "\n";
+  b.compile = [&target, compiler, archs](const std::string &dir, std::string &error) {
+    return runCompileCommands(target.commands(compiler, archs, dir), dir,
+                              "compiling the " + target.displayName + " kernels (" + compiler +
+                                  ")",
+                              error);
+  };
+  return b;
+}
+
+} // namespace ortc

@@ -1,0 +1,63 @@
+//===- TargetInfo.h - The one seam between the GPU emitter and a vendor -*- C++ -*-===//
+//
+// Everything the shared GPU emitter (GpuEmitter.cpp) and the shared kernel library
+// (kernels/ortc_gpu_kernels.h) need to know about a vendor lives here: warp/wavefront
+// size, the prelude of every generated file (headers, and the macros the library is
+// written against: ORTC_WARP_SIZE, ORTC_SHFL_DOWN, ORTC_SHFL_XOR, ORTC_BARRIER,
+// ORTC_LAUNCH_BOUNDS, ortcStream_t, ORTC_MEMCPY_ASYNC, ORTC_MEMSET_ASYNC,
+// ORTC_SYMBOL_ADDRESS, and optionally ORTC_VENDOR_GEMM), the file extension, the
+// valid --arch values and the compiler commands. codegen/cuda/CudaTarget.cpp and
+// codegen/hip/HipTarget.cpp each fill one of these.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_CODEGEN_GPU_TARGETINFO_H
+#define ORTC_CODEGEN_GPU_TARGETINFO_H
+
+#include <string>
+#include <vector>
+
+namespace ortc {
+
+struct TargetInfo {
+  std::string name;          ///< the --target value: "cuda" or "rocm"
+  std::string displayName;   ///< "CUDA", "ROCm/HIP"
+  unsigned warpSize = 32;    ///< 32 (NVIDIA warp) or 64 (CDNA wavefront)
+  std::string includes;      ///< #include lines of the generated file
+  std::string shuffleDown;   ///< spelling of a shuffle-down of (v, offset): macro body
+  std::string shuffleXor;    ///< spelling of a butterfly shuffle of (v, mask)
+  std::string barrier;       ///< block-wide barrier
+  std::string launchBounds;  ///< spelling of launch bounds for (n) threads
+  std::string runtimeApi;    ///< #defines mapping ortcStream_t / async copies / symbols
+  std::string vendorCode;    ///< extra vendor code (cuBLASLt GEMM); defines ORTC_VENDOR_GEMM
+  std::string fileExtension; ///< ".cu" / ".hip"
+  std::string deviceObject;  ///< the device object file in the artifact
+  std::vector<std::string> validArchs, defaultArchs;
+  /// Archs the vendor has but this build refuses, with the reason.
+  std::vector<std::pair<std::string, std::string>> refusedArchs;
+  /// The device compiler: $<compilerEnv> if set, else compilerDefault (a path, or
+  /// a name looked up in PATH); installHint says how to get it.
+  std::string compilerEnv, compilerDefault, installHint;
+  /// Shell commands (run in order in `dir`) that compile `dir/kernels<ext>` with
+  /// `compiler` into `dir/<deviceObject>` and the host shared object `dir/kernels.so`.
+  std::vector<std::string> (*commands)(const std::string &compiler,
+                                       const std::vector<std::string> &archs,
+                                       const std::string &dir) = nullptr;
+
+  /// The prelude of a generated file: includes and the seam macros.
+  std::string prelude() const;
+  /// Empty `archs` -> defaultArchs. Fails with a message listing the valid archs.
+  bool resolveArchs(std::vector<std::string> &archs, std::string &error) const;
+  /// The device compiler's path, or "" with `error` naming what is missing.
+  std::string findCompiler(std::string &error) const;
+};
+
+/// The NVIDIA target (codegen/cuda/CudaTarget.cpp).
+const TargetInfo &cudaTarget();
+/// The AMD target (codegen/hip/HipTarget.cpp).
+const TargetInfo &rocmTarget();
+/// "cuda" / "rocm" -> the target, else null.
+const TargetInfo *gpuTargetByName(const std::string &name);
+
+} // namespace ortc
+
+#endif // ORTC_CODEGEN_GPU_TARGETINFO_H

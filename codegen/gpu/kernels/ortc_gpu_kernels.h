@@ -1,0 +1,1419 @@
+//===- ortc_gpu_kernels.h - Shared CUDA/HIP kernels for ortc ----*- C++ -*-===//
+//
+// The GPU counterpart of codegen/cpu/kernels/ortc_kernels.h, with the same
+// semantics (see the comments there), written once for both vendors against the
+// seam macros of the generated file's prelude (codegen/gpu/TargetInfo.h):
+// ORTC_WARP_SIZE, ORTC_SHFL_DOWN, ORTC_BARRIER, ORTC_LAUNCH_BOUNDS, ortcStream_t,
+// ORTC_MEMCPY_ASYNC, ORTC_MEMSET_ASYNC, ORTC_API, ortcDeviceProp, ORTC_ARCH_NAME and
+// optionally ORTC_VENDOR_GEMM.
+//
+// Conventions: every pointer is a device pointer; every host launcher takes the
+// stream last and only enqueues work (never synchronises, never reads device
+// memory on the host). Scalars that live in tensors (lr, step, seed, the update
+// gate, dloss) are passed as device pointers and read by the kernels.
+// Reductions use warp shuffles (blockReduce); sums accumulate in double like the
+// CPU library, but in a different order, so results agree to rounding only.
+// Dropout uses the CPU library's counter-based hash bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_GPU_KERNELS_H
+#define ORTC_GPU_KERNELS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifndef ORTC_WARP_SIZE
+#error "include the target prelude (ORTC_WARP_SIZE...) before ortc_gpu_kernels.h"
+#endif
+
+namespace ortc {
+namespace gpu {
+
+constexpr int kBlock = 256;    ///< threads of elementwise / row kernels
+constexpr int kMaxRank = 8;    ///< layout kernels take shapes up to this rank
+constexpr int kTile = 64;      ///< GEMM tile (kTile x kTile outputs per block)
+constexpr int kTileK = 16;     ///< GEMM depth per shared-memory stage
+constexpr int kLossBlock = 1024;
+
+struct Dims {
+  int64_t d[kMaxRank];
+  int rank;
+};
+
+inline unsigned gridFor(int64_t n, int64_t per = kBlock) {
+  int64_t g = (n + per - 1) / per;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 0x7fffffff ? 0x7fffffff : g));
+}
+
+#define ORTC_FOR(i, n)                                                         \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);   \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Scalar helpers (same spelling as the CPU's std:: calls)
+//===----------------------------------------------------------------------===//
+
+template <typename T> __host__ __device__ inline T ortc_max(T a, T b) { return a < b ? b : a; }
+template <typename T> __host__ __device__ inline T ortc_min(T a, T b) { return b < a ? b : a; }
+__device__ inline float ortc_abs(float a) { return fabsf(a); }
+__device__ inline double ortc_abs(double a) { return fabs(a); }
+__device__ inline int64_t ortc_abs(int64_t a) { return a < 0 ? -a : a; }
+__device__ inline int32_t ortc_abs(int32_t a) { return a < 0 ? -a : a; }
+template <typename T> __host__ __device__ inline T ortc_inf() { return static_cast<T>(__builtin_huge_val()); }
+template <typename T> __host__ __device__ inline T ortc_nan() { return static_cast<T>(__builtin_nan("")); }
+template <typename T> __device__ inline bool isNaN(T v) { return v != v; }
+__device__ inline bool isFinite(float v) { return (__float_as_int(v) & 0x7f800000) != 0x7f800000; }
+__device__ inline bool isFinite(double v) {
+  return (__double_as_longlong(v) & 0x7ff0000000000000LL) != 0x7ff0000000000000LL;
+}
+template <typename T> __device__ inline bool isFinite(T) { return true; } // integers
+
+//===----------------------------------------------------------------------===//
+// Warp / block reductions
+//===----------------------------------------------------------------------===//
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+/// Max that propagates NaN (torch.amax).
+struct MaxOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return (b > a || isNaN(b)) ? b : a;
+  }
+};
+
+template <typename T, typename Op> __device__ inline T warpReduce(T v, Op op) {
+  for (int o = ORTC_WARP_SIZE / 2; o > 0; o >>= 1)
+    v = op(v, ORTC_SHFL_DOWN(v, o));
+  return v; // lane 0 holds the result
+}
+
+/// Block-wide reduction (blockDim.x a multiple of the warp size, <= 1024): every
+/// thread gets the result. Shuffles within warps, shared memory across them.
+template <typename T, typename Op> __device__ inline T blockReduce(T v, Op op, T identity) {
+  __shared__ T partial[1024 / 32];
+  const int lane = threadIdx.x % ORTC_WARP_SIZE, w = threadIdx.x / ORTC_WARP_SIZE;
+  const int nw = (blockDim.x + ORTC_WARP_SIZE - 1) / ORTC_WARP_SIZE;
+  v = warpReduce(v, op);
+  if (lane == 0)
+    partial[w] = v;
+  ORTC_BARRIER();
+  if (w == 0) {
+    v = lane < nw ? partial[lane] : identity;
+    v = warpReduce(v, op);
+    if (lane == 0)
+      partial[0] = v;
+  }
+  ORTC_BARRIER();
+  T r = partial[0];
+  ORTC_BARRIER();
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Fill, flags
+//===----------------------------------------------------------------------===//
+
+template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) fillKernel(T *p, int64_t n, T v) {
+  ORTC_FOR(i, n) p[i] = v;
+}
+template <typename T> void fill(T *p, int64_t n, T v, ortcStream_t s) {
+  fillKernel<<<gridFor(n), kBlock, 0, s>>>(p, n, v);
+}
+
+/// Error flag of index-checking kernels (gather, losses): cleared, set by a check
+/// kernel, read by the kernels after it on the same stream.
+__device__ int ortcErrorFlag;
+
+__global__ void clearFlagKernel() { ortcErrorFlag = 0; }
+template <typename T> __global__ void poisonIfFlagKernel(T *p, int64_t n) {
+  if (ortcErrorFlag == 0)
+    return;
+  ORTC_FOR(i, n) p[i] = ortc_nan<T>();
+}
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) checkIndexKernel(const int64_t *idx, int64_t n, int64_t A) {
+  ORTC_FOR(j, n) if (idx[j] < -A || idx[j] >= A) ortcErrorFlag = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Vector packs for the generated elementwise kernels
+//===----------------------------------------------------------------------===//
+
+/// Whether `p` is aligned to `bytes` (the launcher picks vector packs only then).
+inline bool aligned(const void *p, unsigned long bytes) {
+  return (reinterpret_cast<unsigned long>(p) & (bytes - 1)) == 0;
+}
+/// dst[l] = p[base + l] for l < V: one vector load when the whole pack is in range
+/// (the caller checked alignment), element loads at the tail.
+template <int V, typename T>
+__device__ inline void loadPack(T (&dst)[V], const T *p, int64_t base, int64_t n) {
+  struct alignas(V * sizeof(T)) Pack { T v[V]; };
+  if (V > 1 && base + V <= n) {
+    const Pack k = *reinterpret_cast<const Pack *>(p + base);
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      dst[l] = k.v[l];
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      dst[l] = base + l < n ? p[base + l] : T(0);
+  }
+}
+template <int V, typename T>
+__device__ inline void storePack(T *p, const T (&src)[V], int64_t base, int64_t n) {
+  struct alignas(V * sizeof(T)) Pack { T v[V]; };
+  if (V > 1 && base + V <= n) {
+    Pack k;
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      k.v[l] = src[l];
+    *reinterpret_cast<Pack *>(p + base) = k;
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      if (base + l < n)
+        p[base + l] = src[l];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// GELU, dropout
+//===----------------------------------------------------------------------===//
+
+template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluKernel(const T *x, T *y, int64_t n, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  ORTC_FOR(i, n) {
+    const T v = x[i];
+    if (tanhApprox) {
+      const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
+      y[i] = half * v * (one + tanh(inner));
+    } else {
+      y[i] = v * half * (one + erf(v * T(0.70710678118654752440)));
+    }
+  }
+}
+template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox, ortcStream_t s) {
+  geluKernel<<<gridFor(n), kBlock, 0, s>>>(x, y, n, tanhApprox);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  ORTC_FOR(i, n) {
+    const T v = x[i];
+    if (tanhApprox) {
+      const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+      const T v2 = v * v;
+      const T t = tanh(beta * (v + kappa * v2 * v));
+      const T leftD = half * (one + t);
+      const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
+      dx[i] = dy[i] * (leftD + half * v * rightD);
+    } else {
+      const T cdf = half * (one + erf(v * T(0.70710678118654752440)));
+      const T pdf = T(0.39894228040143267794) * exp(-half * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  }
+}
+template <typename T> void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox, ortcStream_t s) {
+  geluGradKernel<<<gridFor(n), kBlock, 0, s>>>(x, dy, dx, n, tanhApprox);
+}
+
+/// The CPU library's mix64 / dropoutKeep, bit for bit.
+__device__ inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
+  const uint64_t h = mix64(seed ^ mix64(key ^ mix64(i)));
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+  return u >= ratio;
+}
+template <typename T, typename S>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) dropoutKernel(const T *x, T *y, int64_t n, double ratio, const S *seed, uint64_t key) {
+  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
+  const uint64_t sd = static_cast<uint64_t>(*seed);
+  ORTC_FOR(i, n) y[i] = dropoutKeep(sd, key, static_cast<uint64_t>(i), ratio) ? x[i] * scale : T(0);
+}
+/// Also the gradient (same mask): dropoutGrad(dy, dx, ...) == dropout(dy, dx, ...).
+template <typename T, typename S>
+void dropout(const T *x, T *y, int64_t n, double ratio, const S *seed, uint64_t key, ortcStream_t s) {
+  dropoutKernel<<<gridFor(n), kBlock, 0, s>>>(x, y, n, ratio, seed, key);
+}
+
+//===----------------------------------------------------------------------===//
+// Layout kernels
+//===----------------------------------------------------------------------===//
+
+/// out (outDims) = in broadcast; inStride[d] is 0 on broadcast dims.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) broadcastKernel(const T *in, Dims inStride, Dims outDims, T *out, int64_t n) {
+  ORTC_FOR(i, n) {
+    int64_t rem = i, off = 0;
+    for (int d = outDims.rank - 1; d >= 0; --d) {
+      off += (rem % outDims.d[d]) * inStride.d[d];
+      rem /= outDims.d[d];
+    }
+    out[i] = in[off];
+  }
+}
+template <typename T>
+void broadcastTo(const T *in, const int64_t *inDims, T *out, const int64_t *outDims, int rank, ortcStream_t s) {
+  Dims st{}, od{};
+  st.rank = od.rank = rank;
+  int64_t acc = 1, n = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    st.d[d] = inDims[d] == 1 ? 0 : acc;
+    acc *= inDims[d];
+    od.d[d] = outDims[d];
+    n *= outDims[d];
+  }
+  broadcastKernel<<<gridFor(n), kBlock, 0, s>>>(in, st, od, out, n);
+}
+
+/// Generic strided gather: out[i] = in[base + sum_d c_d * stride[d]] where c is
+/// the coordinate of i in outDims. Transpose and slice are instances.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) stridedCopyKernel(const T *in, int64_t base, Dims stride, Dims outDims, T *out, int64_t n) {
+  ORTC_FOR(i, n) {
+    int64_t rem = i, off = base;
+    for (int d = outDims.rank - 1; d >= 0; --d) {
+      off += (rem % outDims.d[d]) * stride.d[d];
+      rem /= outDims.d[d];
+    }
+    out[i] = in[off];
+  }
+}
+/// The adjoint scatter: out[base + sum c_d * stride[d]] = in[i].
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) stridedScatterKernel(const T *in, int64_t base, Dims stride, Dims inDims, T *out, int64_t n) {
+  ORTC_FOR(i, n) {
+    int64_t rem = i, off = base;
+    for (int d = inDims.rank - 1; d >= 0; --d) {
+      off += (rem % inDims.d[d]) * stride.d[d];
+      rem /= inDims.d[d];
+    }
+    out[off] = in[i];
+  }
+}
+
+inline Dims stridesOf(const int64_t *dims, int rank) {
+  Dims st{};
+  st.rank = rank;
+  int64_t acc = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    st.d[d] = acc;
+    acc *= dims[d];
+  }
+  return st;
+}
+inline int64_t product(const int64_t *dims, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i)
+    p *= dims[i];
+  return p;
+}
+
+template <typename T>
+void transpose(const T *in, const int64_t *dims, int rank, const int64_t *perm, T *out, ortcStream_t s) {
+  Dims inSt = stridesOf(dims, rank), st{}, od{};
+  st.rank = od.rank = rank;
+  for (int i = 0; i < rank; ++i) {
+    od.d[i] = dims[perm[i]];
+    st.d[i] = inSt.d[perm[i]];
+  }
+  const int64_t n = product(dims, rank);
+  stridedCopyKernel<<<gridFor(n), kBlock, 0, s>>>(in, 0, st, od, out, n);
+}
+
+template <typename T>
+void slice(const T *in, const int64_t *inDims, int rank, const int64_t *starts, const int64_t *steps, T *out,
+           const int64_t *outDims, ortcStream_t s) {
+  Dims st = stridesOf(inDims, rank), od{};
+  od.rank = rank;
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    base += starts[d] * st.d[d];
+    st.d[d] *= steps[d];
+    od.d[d] = outDims[d];
+  }
+  const int64_t n = product(outDims, rank);
+  stridedCopyKernel<<<gridFor(n), kBlock, 0, s>>>(in, base, st, od, out, n);
+}
+
+template <typename T>
+void sliceGrad(const T *dy, const int64_t *dyDims, int rank, const int64_t *starts, const int64_t *steps, T *dx,
+               const int64_t *dxDims, ortcStream_t s) {
+  ORTC_MEMSET_ASYNC(dx, 0, product(dxDims, rank) * sizeof(T), s);
+  Dims st = stridesOf(dxDims, rank), id{};
+  id.rank = rank;
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    base += starts[d] * st.d[d];
+    st.d[d] *= steps[d];
+    id.d[d] = dyDims[d];
+  }
+  const int64_t n = product(dyDims, rank);
+  stridedScatterKernel<<<gridFor(n), kBlock, 0, s>>>(dy, base, st, id, dx, n);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) padKernel(const T *in, Dims inDims, Dims begin, Dims outDims, T value, T *out, int64_t n) {
+  ORTC_FOR(i, n) {
+    int64_t rem = i, off = 0, st = 1;
+    bool inside = true;
+    for (int d = outDims.rank - 1; d >= 0; --d) {
+      const int64_t c = rem % outDims.d[d] - begin.d[d];
+      rem /= outDims.d[d];
+      inside = inside && c >= 0 && c < inDims.d[d];
+      off += c * st;
+      st *= inDims.d[d];
+    }
+    out[i] = inside ? in[off] : value;
+  }
+}
+template <typename T>
+void pad(const T *in, const int64_t *inDims, int rank, const int64_t *begin, T value, T *out, const int64_t *outDims,
+         ortcStream_t s) {
+  Dims id{}, b{}, od{};
+  id.rank = b.rank = od.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    id.d[d] = inDims[d];
+    b.d[d] = begin[d];
+    od.d[d] = outDims[d];
+  }
+  const int64_t n = product(outDims, rank);
+  padKernel<<<gridFor(n), kBlock, 0, s>>>(in, id, b, od, value, out, n);
+}
+
+/// One input of a concat: out[o, offset + j] = in[o, j] for j < rowLen.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) concatPartKernel(const T *in, int64_t rowLen, int64_t outRow, int64_t offset, T *out, int64_t n) {
+  ORTC_FOR(i, n) out[(i / rowLen) * outRow + offset + i % rowLen] = in[i];
+}
+template <typename T>
+void concat(const T *const *ins, const int64_t *sizes, int nIn, int64_t outer, int64_t inner, T *out, ortcStream_t s) {
+  int64_t total = 0;
+  for (int i = 0; i < nIn; ++i)
+    total += sizes[i];
+  int64_t off = 0;
+  for (int i = 0; i < nIn; ++i) {
+    const int64_t rowLen = sizes[i] * inner, n = outer * rowLen;
+    if (n > 0)
+      concatPartKernel<<<gridFor(n), kBlock, 0, s>>>(ins[i], rowLen, total * inner, off, out, n);
+    off += rowLen;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) gatherKernel(const T *data, int64_t A, int64_t inner, const int64_t *idx, int64_t nIdx, T *out, int64_t n) {
+  if (ortcErrorFlag)
+    return;
+  ORTC_FOR(t, n) {
+    const int64_t i = t % inner, r = t / inner, j = r % nIdx, o = r / nIdx;
+    const int64_t k = idx[j] < 0 ? idx[j] + A : idx[j];
+    out[t] = data[(o * A + k) * inner + i];
+  }
+}
+/// Returns nothing: an out-of-range index makes the whole output NaN (the CPU's
+/// ortc_poison), decided on the device.
+template <typename T>
+void gather(const T *data, const int64_t *dims, int rank, int axis, const int64_t *idx, int64_t nIdx, T *out,
+            ortcStream_t s) {
+  if (axis < 0)
+    axis += rank;
+  const int64_t outer = product(dims, axis), A = dims[axis], inner = product(dims + axis + 1, rank - axis - 1);
+  const int64_t n = outer * nIdx * inner;
+  clearFlagKernel<<<1, 1, 0, s>>>();
+  checkIndexKernel<<<gridFor(nIdx), kBlock, 0, s>>>(idx, nIdx, A);
+  gatherKernel<<<gridFor(n), kBlock, 0, s>>>(data, A, inner, idx, nIdx, out, n);
+  poisonIfFlagKernel<<<gridFor(n), kBlock, 0, s>>>(out, n);
+}
+
+/// dx[o, idx[j], i] += dy[o, j, i] with atomics (repeated indices accumulate in an
+/// unspecified order: the only nondeterministic kernel besides conv/pool grads).
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) gatherGradKernel(const T *dy, int64_t A, int64_t inner, const int64_t *idx, int64_t nIdx, T *dx, int64_t n) {
+  if (ortcErrorFlag)
+    return;
+  ORTC_FOR(t, n) {
+    const int64_t i = t % inner, r = t / inner, j = r % nIdx, o = r / nIdx;
+    const int64_t k = idx[j] < 0 ? idx[j] + A : idx[j];
+    atomicAdd(dx + (o * A + k) * inner + i, dy[t]);
+  }
+}
+template <typename T>
+void gatherGrad(const T *dy, const int64_t *dims, int rank, int axis, const int64_t *idx, int64_t nIdx, T *dx,
+                ortcStream_t s) {
+  if (axis < 0)
+    axis += rank;
+  const int64_t outer = product(dims, axis), A = dims[axis], inner = product(dims + axis + 1, rank - axis - 1);
+  const int64_t n = outer * nIdx * inner, total = outer * A * inner;
+  clearFlagKernel<<<1, 1, 0, s>>>();
+  checkIndexKernel<<<gridFor(nIdx), kBlock, 0, s>>>(idx, nIdx, A);
+  ORTC_MEMSET_ASYNC(dx, 0, total * sizeof(T), s);
+  gatherGradKernel<<<gridFor(n), kBlock, 0, s>>>(dy, A, inner, idx, nIdx, dx, n);
+  poisonIfFlagKernel<<<gridFor(total), kBlock, 0, s>>>(dx, total);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions (ONNX Reduce{Sum,Mean,Max}, keepdims=1)
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// One block per output element; threads stride over the reduced elements and
+/// combine with blockReduce (warp shuffles).
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDims, Dims keptStride, Dims redDims, Dims redStride, int64_t redCount, T *out, int kind) {
+  const int64_t o = blockIdx.x;
+  int64_t rem = o, base = 0;
+  for (int d = keptDims.rank - 1; d >= 0; --d) {
+    base += (rem % keptDims.d[d]) * keptStride.d[d];
+    rem /= keptDims.d[d];
+  }
+  if (kind == 2) {
+    T mx = -ortc_inf<T>();
+    for (int64_t j = threadIdx.x; j < redCount; j += blockDim.x) {
+      int64_t r = j, off = base;
+      for (int d = redDims.rank - 1; d >= 0; --d) {
+        off += (r % redDims.d[d]) * redStride.d[d];
+        r /= redDims.d[d];
+      }
+      mx = MaxOp()(mx, in[off]);
+    }
+    mx = blockReduce(mx, MaxOp(), -ortc_inf<T>());
+    if (threadIdx.x == 0)
+      out[o] = mx;
+  } else {
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < redCount; j += blockDim.x) {
+      int64_t r = j, off = base;
+      for (int d = redDims.rank - 1; d >= 0; --d) {
+        off += (r % redDims.d[d]) * redStride.d[d];
+        r /= redDims.d[d];
+      }
+      acc += static_cast<double>(in[off]);
+    }
+    acc = blockReduce(acc, SumOp(), 0.0);
+    if (threadIdx.x == 0)
+      out[o] = static_cast<T>(kind == 1 ? acc / static_cast<double>(redCount) : acc);
+  }
+}
+template <typename T>
+void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int nAxes, T *out, ReduceKind kind,
+            ortcStream_t s) {
+  bool isRed[kMaxRank] = {};
+  for (int i = 0; i < nAxes; ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a >= 0 && a < rank)
+      isRed[a] = true;
+  }
+  Dims st = stridesOf(dims, rank), kd{}, ks{}, rd{}, rs{};
+  int64_t outCount = 1, redCount = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (isRed[d]) {
+      rd.d[rd.rank] = dims[d];
+      rs.d[rd.rank++] = st.d[d];
+      redCount *= dims[d];
+    } else {
+      kd.d[kd.rank] = dims[d];
+      ks.d[kd.rank++] = st.d[d];
+      outCount *= dims[d];
+    }
+  }
+  if (outCount == 0)
+    return;
+  if (redCount == 0) {
+    fill(out, outCount,
+         kind == ReduceKind::Sum ? T(0) : kind == ReduceKind::Mean ? ortc_nan<T>() : -ortc_inf<T>(), s);
+    return;
+  }
+  reduceKernel<<<gridFor(outCount, 1), kBlock, 0, s>>>(in, kd, ks, rd, rs, redCount, out, static_cast<int>(kind));
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family: one block per line of the [outer, axisLen, inner] view
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxKernel(const T *x, T *y, int64_t axisLen, int64_t inner, bool logMode) {
+  const int64_t t = blockIdx.x, o = t / inner, i = t % inner;
+  const T *xs = x + o * axisLen * inner + i;
+  T *ys = y + o * axisLen * inner + i;
+  T mx = -ortc_inf<T>();
+  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
+    mx = ortc_max(mx, xs[a * inner]);
+  mx = blockReduce(mx, MaxOp(), -ortc_inf<T>());
+  double sum = 0;
+  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
+    sum += logMode ? exp(static_cast<double>(xs[a * inner]) - static_cast<double>(mx))
+                   : static_cast<double>(static_cast<T>(exp(xs[a * inner] - mx)));
+  sum = blockReduce(sum, SumOp(), 0.0);
+  if (logMode) {
+    const double lse = static_cast<double>(mx) + log(sum);
+    for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
+      ys[a * inner] = static_cast<T>(static_cast<double>(xs[a * inner]) - lse);
+  } else {
+    const double inv = 1.0 / sum;
+    for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
+      ys[a * inner] = static_cast<T>(static_cast<double>(static_cast<T>(exp(xs[a * inner] - mx))) * inv);
+  }
+}
+template <typename T> void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  softmaxKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(x, y, axisLen, inner, false);
+}
+template <typename T> void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  softmaxKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(x, y, axisLen, inner, true);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t axisLen, int64_t inner, bool logMode) {
+  const int64_t t = blockIdx.x, off = (t / inner) * axisLen * inner + t % inner;
+  double s = 0;
+  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
+    s += logMode ? static_cast<double>(dy[off + a * inner])
+                 : static_cast<double>(dy[off + a * inner]) * y[off + a * inner];
+  s = blockReduce(s, SumOp(), 0.0);
+  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x) {
+    const int64_t k = off + a * inner;
+    dx[k] = logMode ? static_cast<T>(static_cast<double>(dy[k]) - exp(static_cast<double>(y[k])) * s)
+                    : static_cast<T>(static_cast<double>(y[k]) * (dy[k] - s));
+  }
+}
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  softmaxGradKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(y, dy, dx, axisLen, inner, false);
+}
+template <typename T>
+void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  softmaxGradKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(y, dy, dx, axisLen, inner, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+/// One block per row; mean and variance by two block reductions.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormKernel(const T *x, const T *scale, const T *bias, T *y, T *mean, T *invStd, int64_t inner, T eps) {
+  const int64_t r = blockIdx.x;
+  const T *xr = x + r * inner;
+  T *yr = y + r * inner;
+  double mu = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+    mu += static_cast<double>(xr[i]);
+  mu = blockReduce(mu, SumOp(), 0.0) / static_cast<double>(inner);
+  double var = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    const double c = static_cast<double>(xr[i]) - mu;
+    var += c * c;
+  }
+  var = blockReduce(var, SumOp(), 0.0) / static_cast<double>(inner);
+  const double is = 1.0 / sqrt(var + static_cast<double>(eps));
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    double v = (static_cast<double>(xr[i]) - mu) * is;
+    if (scale)
+      v *= static_cast<double>(scale[i]);
+    if (bias)
+      v += static_cast<double>(bias[i]);
+    yr[i] = static_cast<T>(v);
+  }
+  if (threadIdx.x == 0) {
+    if (mean)
+      mean[r] = static_cast<T>(mu);
+    if (invStd)
+      invStd[r] = static_cast<T>(is);
+  }
+}
+template <typename T>
+void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean, T *invStd, int64_t outer, int64_t inner,
+               T eps, ortcStream_t s) {
+  layerNormKernel<<<gridFor(outer, 1), kBlock, 0, s>>>(x, scale, bias, y, mean, invStd, inner, eps);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormGradDxKernel(const T *x, const T *scale, const T *mean, const T *invStd, const T *dy, T *dx, int64_t inner) {
+  const int64_t r = blockIdx.x;
+  const T *xr = x + r * inner, *dyr = dy + r * inner;
+  const double mu = mean[r], is = invStd[r];
+  double sg = 0, sgx = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    const double g = static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
+    sg += g;
+    sgx += g * (static_cast<double>(xr[i]) - mu) * is;
+  }
+  sg = blockReduce(sg, SumOp(), 0.0) / static_cast<double>(inner);
+  sgx = blockReduce(sgx, SumOp(), 0.0) / static_cast<double>(inner);
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    const double g = static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
+    const double xh = (static_cast<double>(xr[i]) - mu) * is;
+    dx[r * inner + i] = static_cast<T>(is * (g - sg - xh * sgx));
+  }
+}
+/// Column sums (dscale, dbias): one block per column, rows reduced with shuffles.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormGradParamKernel(const T *x, const T *mean, const T *invStd, const T *dy, T *dscale, T *dbias, int64_t outer, int64_t inner) {
+  const int64_t i = blockIdx.x;
+  double ds = 0, db = 0;
+  for (int64_t r = threadIdx.x; r < outer; r += blockDim.x) {
+    const double d = static_cast<double>(dy[r * inner + i]);
+    ds += d * (static_cast<double>(x[r * inner + i]) - static_cast<double>(mean[r])) * static_cast<double>(invStd[r]);
+    db += d;
+  }
+  ds = blockReduce(ds, SumOp(), 0.0);
+  db = blockReduce(db, SumOp(), 0.0);
+  if (threadIdx.x == 0) {
+    if (dscale)
+      dscale[i] = static_cast<T>(ds);
+    if (dbias)
+      dbias[i] = static_cast<T>(db);
+  }
+}
+template <typename T>
+void layerNormGrad(const T *x, const T *scale, const T *mean, const T *invStd, const T *dy, T *dx, T *dscale, T *dbias,
+                   int64_t outer, int64_t inner, ortcStream_t s) {
+  if (dx)
+    layerNormGradDxKernel<<<gridFor(outer, 1), kBlock, 0, s>>>(x, scale, mean, invStd, dy, dx, inner);
+  if (dscale || dbias)
+    layerNormGradParamKernel<<<gridFor(inner, 1), kBlock, 0, s>>>(x, mean, invStd, dy, dscale, dbias, outer, inner);
+}
+
+/// One block per channel over the [N, C, S] view.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) batchNormTrainKernel(const T *x, const T *scale, const T *bias, T *y, T *mean, T *var, int64_t N, int64_t C, int64_t S, T eps) {
+  const int64_t c = blockIdx.x, M = N * S;
+  const double cnt = static_cast<double>(M);
+  double mu = 0;
+  for (int64_t j = threadIdx.x; j < M; j += blockDim.x)
+    mu += static_cast<double>(x[((j / S) * C + c) * S + j % S]);
+  mu = blockReduce(mu, SumOp(), 0.0) / cnt;
+  double v = 0;
+  for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+    const double d = static_cast<double>(x[((j / S) * C + c) * S + j % S]) - mu;
+    v += d * d;
+  }
+  v = blockReduce(v, SumOp(), 0.0) / cnt;
+  const double is = 1.0 / sqrt(v + static_cast<double>(eps));
+  const double a = is * (scale ? static_cast<double>(scale[c]) : 1.0);
+  const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+  for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+    const int64_t k = ((j / S) * C + c) * S + j % S;
+    y[k] = static_cast<T>((static_cast<double>(x[k]) - mu) * a + b);
+  }
+  if (threadIdx.x == 0) {
+    if (mean)
+      mean[c] = static_cast<T>(mu);
+    if (var)
+      var[c] = static_cast<T>(v);
+  }
+}
+template <typename T>
+void batchNormTrain(const T *x, const T *scale, const T *bias, T *y, T *mean, T *var, int64_t N, int64_t C, int64_t S,
+                    T eps, ortcStream_t s) {
+  batchNormTrainKernel<<<gridFor(C, 1), kBlock, 0, s>>>(x, scale, bias, y, mean, var, N, C, S, eps);
+}
+
+/// invStd is formed from the saved var in T, as the CPU emitter does.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) batchNormGradKernel(const T *x, const T *scale, const T *mean, const T *var, T eps, const T *dy, T *dx, T *dscale, T *dbias, int64_t N, int64_t C, int64_t S) {
+  const int64_t c = blockIdx.x, M = N * S;
+  const double cnt = static_cast<double>(M);
+  const double mu = mean[c], is = static_cast<double>(T(1) / sqrt(var[c] + eps));
+  double sdy = 0, sdyx = 0;
+  for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+    const int64_t k = ((j / S) * C + c) * S + j % S;
+    sdy += static_cast<double>(dy[k]);
+    sdyx += static_cast<double>(dy[k]) * (static_cast<double>(x[k]) - mu);
+  }
+  sdy = blockReduce(sdy, SumOp(), 0.0);
+  sdyx = blockReduce(sdyx, SumOp(), 0.0) * is;
+  if (threadIdx.x == 0) {
+    if (dbias)
+      dbias[c] = static_cast<T>(sdy);
+    if (dscale)
+      dscale[c] = static_cast<T>(sdyx);
+  }
+  if (!dx)
+    return;
+  const double kk = (scale ? static_cast<double>(scale[c]) : 1.0) * is / cnt;
+  for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+    const int64_t k = ((j / S) * C + c) * S + j % S;
+    const double xh = (static_cast<double>(x[k]) - mu) * is;
+    dx[k] = static_cast<T>(kk * (cnt * static_cast<double>(dy[k]) - sdy - xh * sdyx));
+  }
+}
+template <typename T>
+void batchNormGrad(const T *x, const T *scale, const T *mean, const T *var, T eps, const T *dy, T *dx, T *dscale,
+                   T *dbias, int64_t N, int64_t C, int64_t S, ortcStream_t s) {
+  batchNormGradKernel<<<gridFor(C, 1), kBlock, 0, s>>>(x, scale, mean, var, eps, dy, dx, dscale, dbias, N, C, S);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) batchNormInferKernel(const T *x, const T *scale, const T *bias, const T *runMean, const T *runVar, T *y, int64_t C, int64_t S, T eps, int64_t n) {
+  ORTC_FOR(t, n) {
+    const int64_t c = (t / S) % C;
+    const double a = (scale ? static_cast<double>(scale[c]) : 1.0) /
+                     sqrt(static_cast<double>(runVar[c]) + static_cast<double>(eps));
+    const double b = (bias ? static_cast<double>(bias[c]) : 0.0) - static_cast<double>(runMean[c]) * a;
+    y[t] = static_cast<T>(static_cast<double>(x[t]) * a + b);
+  }
+}
+template <typename T>
+void batchNormInfer(const T *x, const T *scale, const T *bias, const T *runMean, const T *runVar, T *y, int64_t N,
+                    int64_t C, int64_t S, T eps, ortcStream_t s) {
+  const int64_t n = N * C * S;
+  batchNormInferKernel<<<gridFor(n), kBlock, 0, s>>>(x, scale, bias, runMean, runVar, y, C, S, eps, n);
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy (mean over kept rows; "sum" = mean * kept)
+//===----------------------------------------------------------------------===//
+
+/// One block: each warp takes rows, reduces a row with shuffles, lanes 0 keep the
+/// per-warp partial sums, which blockReduce combines. Bad label -> NaN.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kLossBlock) crossEntropyKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, T *loss) {
+  const int lane = threadIdx.x % ORTC_WARP_SIZE, w = threadIdx.x / ORTC_WARP_SIZE;
+  const int nw = blockDim.x / ORTC_WARP_SIZE;
+  double total = 0, kept = 0, bad = 0;
+  for (int64_t n = w; n < N; n += nw) {
+    const int64_t l = labels[n];
+    if (hasIgnore && l == ignore)
+      continue;
+    if (l < 0 || l >= C) {
+      bad = 1;
+      continue;
+    }
+    const T *r = logits + n * C;
+    double mx = -ortc_inf<double>();
+    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
+      mx = MaxOp()(mx, static_cast<double>(r[c]));
+    for (int o = ORTC_WARP_SIZE / 2; o > 0; o >>= 1)
+      mx = MaxOp()(mx, ORTC_SHFL_XOR(mx, o));
+    double sm = 0;
+    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
+      sm += exp(static_cast<double>(r[c]) - mx);
+    sm = warpReduce(sm, SumOp());
+    if (lane == 0) {
+      total += mx + log(sm) - static_cast<double>(r[l]);
+      kept += 1;
+    }
+  }
+  total = blockReduce(total, SumOp(), 0.0);
+  kept = blockReduce(kept, SumOp(), 0.0);
+  bad = blockReduce(bad, SumOp(), 0.0);
+  if (threadIdx.x == 0) {
+    T v = kept == 0 ? ortc_nan<T>() : static_cast<T>(total / kept);
+    if (sumMode)
+      v *= static_cast<T>(kept);
+    *loss = bad != 0 ? ortc_nan<T>() : v;
+  }
+}
+template <typename T>
+void softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore,
+                         bool sumMode, T *loss, ortcStream_t s) {
+  crossEntropyKernel<<<1, kLossBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore, sumMode, loss);
+}
+
+/// One block per row; each block also counts the kept rows and checks the labels.
+template <typename T, typename D>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyGradKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, const D *dloss, T *dlogits) {
+  const int64_t n = blockIdx.x;
+  double kept = 0, bad = 0;
+  for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
+    if (hasIgnore && labels[j] == ignore)
+      continue;
+    if (labels[j] < 0 || labels[j] >= C)
+      bad = 1;
+    else
+      kept += 1;
+  }
+  kept = blockReduce(kept, SumOp(), 0.0);
+  bad = blockReduce(bad, SumOp(), 0.0);
+  T *d = dlogits + n * C;
+  if (bad != 0) {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      d[c] = ortc_nan<T>();
+    return;
+  }
+  const T dl = static_cast<T>(*dloss) * (sumMode ? static_cast<T>(kept) : T(1));
+  const double scale = kept == 0 ? 0.0 : static_cast<double>(dl) / kept;
+  if (hasIgnore && labels[n] == ignore) {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      d[c] = T(0);
+    return;
+  }
+  const T *r = logits + n * C;
+  double mx = -ortc_inf<double>();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    mx = MaxOp()(mx, static_cast<double>(r[c]));
+  mx = blockReduce(mx, MaxOp(), -ortc_inf<double>());
+  double sm = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    sm += exp(static_cast<double>(r[c]) - mx);
+  const double inv = 1.0 / blockReduce(sm, SumOp(), 0.0);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    double p = exp(static_cast<double>(r[c]) - mx) * inv;
+    if (c == labels[n])
+      p -= 1.0;
+    d[c] = static_cast<T>(p * scale);
+  }
+}
+template <typename T, typename D>
+void softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore,
+                             bool hasIgnore, bool sumMode, const D *dloss, T *dlogits, ortcStream_t s) {
+  crossEntropyGradKernel<<<gridFor(N, 1), kBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore, sumMode, dloss,
+                                                          dlogits);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers (gated by the device flag `apply`) and the finite check
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename L, typename S>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) sgdKernel(T *p, const T *g, T *buf, int64_t n, const L *lrp, T momentum, T dampening, bool nesterov, T weightDecay, const S *stepp, const uint8_t *apply) {
+  if (apply && *apply == 0)
+    return;
+  const T lr = static_cast<T>(*lrp);
+  const bool useMom = momentum != T(0), first = static_cast<int64_t>(*stepp) <= 1;
+  const T damp = static_cast<T>(1.0 - static_cast<double>(dampening));
+  ORTC_FOR(i, n) {
+    T d = g[i];
+    if (weightDecay != T(0))
+      d = d + weightDecay * p[i];
+    if (useMom) {
+      const T b = first ? d : buf[i] * momentum + d * damp;
+      buf[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    p[i] = p[i] - lr * d;
+  }
+}
+template <typename T, typename L, typename S>
+void sgdUpdate(T *p, const T *g, T *buf, int64_t n, const L *lr, T momentum, T dampening, bool nesterov, T weightDecay,
+               const S *step, const uint8_t *apply, ortcStream_t s) {
+  sgdKernel<<<gridFor(n), kBlock, 0, s>>>(p, g, buf, n, lr, momentum, dampening, nesterov, weightDecay, step, apply);
+}
+
+template <typename T, typename L, typename S>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(T *p, const T *g, T *m, T *v, int64_t n, const L *lrp, T beta1, T beta2, T eps, T weightDecay, const S *stepp, const uint8_t *apply) {
+  if (apply && *apply == 0)
+    return;
+  const T lrT = static_cast<T>(*lrp);
+  const double dlr = lrT, db1 = beta1, db2 = beta2, t = static_cast<double>(static_cast<int64_t>(*stepp));
+  const T decay = static_cast<T>(1.0 - dlr * static_cast<double>(weightDecay));
+  const T w1 = static_cast<T>(1.0 - db1), c2 = static_cast<T>(1.0 - db2);
+  const T stepSize = static_cast<T>(dlr / (1.0 - pow(db1, t)));
+  const T bc2Sqrt = static_cast<T>(sqrt(1.0 - pow(db2, t)));
+  const bool lowW = fabs(static_cast<double>(w1)) < 0.5;
+  ORTC_FOR(i, n) {
+    const T gi = g[i], pi = p[i] * decay, diff = gi - m[i];
+    const T mi = lowW ? m[i] + w1 * diff : gi - diff * (T(1) - w1);
+    const T vi = v[i] * beta2 + c2 * gi * gi;
+    const T denom = sqrt(vi) / bc2Sqrt + eps;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - stepSize * mi / denom;
+  }
+}
+template <typename T, typename L, typename S>
+void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, T beta1, T beta2, T eps, T weightDecay,
+                 const S *step, const uint8_t *apply, ortcStream_t s) {
+  adamwKernel<<<gridFor(n), kBlock, 0, s>>>(p, g, m, v, n, lr, beta1, beta2, eps, weightDecay, step, apply);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) allFiniteKernel(const T *x, int64_t n, uint8_t *ok) {
+  ORTC_FOR(i, n) if (!isFinite(x[i])) *ok = 0;
+}
+/// Clears *ok where an element is not finite (the caller sets *ok = 1 first).
+template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, ortcStream_t s) {
+  if (n > 0)
+    allFiniteKernel<<<gridFor(n), kBlock, 0, s>>>(x, n, ok);
+}
+
+//===----------------------------------------------------------------------===//
+// Tiled GEMM: shared-memory tiles (kTile x kTileK), 4x4 register blocking,
+// operands through loader functors (transposes, batches, implicit im2col)
+//===----------------------------------------------------------------------===//
+
+/// C[b] (M x N) = A[b] (M x K) * B[b] (K x N), written through `store`. grid =
+/// (ceil(N / 64), ceil(M / 64), batch); 256 threads, each owns a 4x4 block.
+template <typename T, typename LA, typename LB, typename ST>
+__global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, int64_t K, int64_t batchBase, LA la, LB lb, ST st) {
+  __shared__ T As[kTileK][kTile + 1];
+  __shared__ T Bs[kTileK][kTile + 1];
+  const int64_t b = batchBase + blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      acc[i][j] = T(0);
+  for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+    for (int e = threadIdx.x; e < kTile * kTileK; e += 256) {
+      const int am = e / kTileK, ak = e % kTileK; // k fastest: row-major A coalesces
+      const int64_t gm = m0 + am, gk = k0 + ak;
+      As[ak][am] = (gm < M && gk < K) ? la(b, gm, gk) : T(0);
+      const int bk = e / kTile, bn = e % kTile; // n fastest: row-major B coalesces
+      const int64_t gk2 = k0 + bk, gn = n0 + bn;
+      Bs[bk][bn] = (gn < N && gk2 < K) ? lb(b, gk2, gn) : T(0);
+    }
+    ORTC_BARRIER();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      T a[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = As[kk][ty + 16 * i];
+        bv[i] = Bs[kk][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] += a[i] * bv[j];
+    }
+    ORTC_BARRIER();
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;
+      if (gm < M && gn < N)
+        st(b, gm, gn, acc[i][j]);
+    }
+}
+
+template <typename T, typename LA, typename LB, typename ST>
+void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, ortcStream_t s) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+    const int64_t nb = batch - b0 < 65535 ? batch - b0 : 65535;
+    dim3 grid(gridFor(N, kTile), gridFor(M, kTile), static_cast<unsigned>(nb));
+    gemmTiledKernel<T><<<grid, 256, 0, s>>>(M, N, K, b0, la, lb, st);
+  }
+}
+
+/// Matmul operands: A[b] is [M, K] ([K, M] when trans), row-major, batch stride.
+template <typename T> struct MatA {
+  const T *p;
+  int64_t stride, M, K;
+  bool trans;
+  __device__ T operator()(int64_t b, int64_t m, int64_t k) const {
+    return trans ? p[b * stride + k * M + m] : p[b * stride + m * K + k];
+  }
+};
+template <typename T> struct MatB {
+  const T *p;
+  int64_t stride, K, N;
+  bool trans;
+  __device__ T operator()(int64_t b, int64_t k, int64_t n) const {
+    return trans ? p[b * stride + n * K + k] : p[b * stride + k * N + n];
+  }
+};
+template <typename T> struct MatC {
+  T *p;
+  int64_t M, N;
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, T v) const { p[(b * M + m) * N + n] = v; }
+};
+
+/// ORTC_GPU_GEMM=ortc at run time makes every GEMM use ortc's tiled kernel even where
+/// the vendor library is present (to test and compare the two on one machine).
+inline bool ownGemmForced() {
+  static const bool forced = [] {
+    const char *e = getenv("ORTC_GPU_GEMM");
+    return e && e[0] == 'o' && e[1] == 'r' && e[2] == 't' && e[3] == 'c' && !e[4];
+  }();
+  return forced;
+}
+
+/// torch.bmm with optional transposes (the CPU's kern::matmul). With
+/// ORTC_VENDOR_GEMM (CUDA: cuBLASLt) the vendor library runs it; else the tiled kernel.
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+            ortcStream_t s) {
+#ifdef ORTC_VENDOR_GEMM
+  if (!ownGemmForced() && ORTC_VENDOR_GEMM(A, B, C, batch, M, N, K, transA, transB, s))
+    return;
+#endif
+  if (K == 0) {
+    ORTC_MEMSET_ASYNC(C, 0, batch * M * N * sizeof(T), s);
+    return;
+  }
+  gemmTiled<T>(batch, M, N, K, MatA<T>{A, M * K, M, K, transA}, MatB<T>{B, K * N, K, N, transB}, MatC<T>{C, M, N}, s);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution: implicit im2col feeding the tiled GEMM
+//===----------------------------------------------------------------------===//
+
+/// Spatial geometry normalised to three dims (the CPU's detail::Spatial3).
+struct Spatial3 {
+  int64_t in[3], k[3], out[3], s[3], p[3], d[3];
+  int64_t inSize, kSize, outSize;
+};
+struct ConvGeom {
+  int nSpatial;
+  int64_t N, C, M, group;
+  int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+};
+struct PoolGeom {
+  int nSpatial;
+  int64_t N, C;
+  int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  bool countIncludePad;
+};
+inline Spatial3 toSpatial3(int nSpatial, const int64_t *in, const int64_t *kernel, const int64_t *out,
+                           const int64_t *stride, const int64_t *padBegin, const int64_t *dilation) {
+  Spatial3 g;
+  const int off = 3 - nSpatial;
+  for (int i = 0; i < 3; ++i) {
+    if (i < off) {
+      g.in[i] = g.k[i] = g.out[i] = g.s[i] = g.d[i] = 1;
+      g.p[i] = 0;
+    } else {
+      const int j = i - off;
+      g.in[i] = in[j];
+      g.k[i] = kernel[j];
+      g.out[i] = out[j];
+      g.s[i] = stride[j];
+      g.p[i] = padBegin[j];
+      g.d[i] = dilation[j];
+    }
+  }
+  g.inSize = g.in[0] * g.in[1] * g.in[2];
+  g.kSize = g.k[0] * g.k[1] * g.k[2];
+  g.outSize = g.out[0] * g.out[1] * g.out[2];
+  return g;
+}
+
+/// Input offset (within one image's channel group) of im2col entry (row r = (c,
+/// kd, kh, kw), column q = (od, oh, ow)), or -1 for a padding tap.
+__device__ inline int64_t im2colOffset(const Spatial3 &g, int64_t r, int64_t q) {
+  const int64_t c = r / g.kSize, kk = r % g.kSize;
+  const int64_t kd = kk / (g.k[1] * g.k[2]), kh = (kk / g.k[2]) % g.k[1], kw = kk % g.k[2];
+  const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[1] * g.out[2]);
+  const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+  const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+  const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+  if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
+    return -1;
+  return c * g.inSize + (id * g.in[1] + ih) * g.in[2] + iw;
+}
+
+// Forward: batch b = (n, group); A = w[g] (Mg x Kd); B = im2col(x[n, g]) (Kd x P).
+template <typename T> struct ConvFwdA {
+  const T *w;
+  int64_t G, Mg, Kd;
+  __device__ T operator()(int64_t b, int64_t m, int64_t k) const { return w[((b % G) * Mg + m) * Kd + k]; }
+};
+template <typename T> struct ConvFwdB {
+  const T *x;
+  Spatial3 g;
+  int64_t G, C, Cg;
+  __device__ T operator()(int64_t b, int64_t k, int64_t q) const {
+    const int64_t off = im2colOffset(g, k, q);
+    return off < 0 ? T(0) : x[((b / G) * C + (b % G) * Cg) * g.inSize + off];
+  }
+};
+template <typename T> struct ConvFwdC {
+  T *y;
+  const T *bias;
+  int64_t G, Mg, M, P;
+  __device__ void operator()(int64_t b, int64_t m, int64_t q, T v) const {
+    const int64_t ch = (b % G) * Mg + m;
+    y[((b / G) * M + ch) * P + q] = bias ? v + bias[ch] : v;
+  }
+};
+template <typename T>
+void convForward(const T *x, const T *w, const T *bias, T *y, const ConvGeom &c, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
+  const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize, P = g.outSize;
+  gemmTiled<T>(c.N * G, Mg, P, Kd, ConvFwdA<T>{w, G, Mg, Kd}, ConvFwdB<T>{x, g, G, c.C, Cg},
+               ConvFwdC<T>{y, bias, G, Mg, c.M, P}, s);
+}
+
+// Input gradient: col = w[g]^T (Kd x Mg) * dy[n, g] (Mg x P), scattered (col2im)
+// into dx with atomics.
+template <typename T> struct ConvDxA {
+  const T *w;
+  int64_t G, Mg, Kd;
+  __device__ T operator()(int64_t b, int64_t r, int64_t m) const { return w[((b % G) * Mg + m) * Kd + r]; }
+};
+template <typename T> struct ConvDxB {
+  const T *dy;
+  int64_t G, Mg, M, P;
+  __device__ T operator()(int64_t b, int64_t m, int64_t q) const { return dy[((b / G) * M + (b % G) * Mg + m) * P + q]; }
+};
+template <typename T> struct ConvDxC {
+  T *dx;
+  Spatial3 g;
+  int64_t G, C, Cg;
+  __device__ void operator()(int64_t b, int64_t r, int64_t q, T v) const {
+    const int64_t off = im2colOffset(g, r, q);
+    if (off >= 0)
+      atomicAdd(dx + ((b / G) * C + (b % G) * Cg) * g.inSize + off, v);
+  }
+};
+template <typename T> void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &c, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
+  const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize, P = g.outSize;
+  ORTC_MEMSET_ASYNC(dx, 0, c.N * c.C * g.inSize * sizeof(T), s);
+  gemmTiled<T>(c.N * G, Kd, P, Mg, ConvDxA<T>{w, G, Mg, Kd}, ConvDxB<T>{dy, G, Mg, c.M, P},
+               ConvDxC<T>{dx, g, G, c.C, Cg}, s);
+}
+
+// Weight gradient: batch = group; dw[g] (Mg x Kd) = sum over k = (n, q) of
+// dy[n, g, m, q] * im2col(x[n, g])[r, q]: one GEMM with K = N * P, no atomics.
+template <typename T> struct ConvDwA {
+  const T *dy;
+  int64_t Mg, M, P;
+  __device__ T operator()(int64_t b, int64_t m, int64_t k) const {
+    return dy[((k / P) * M + b * Mg + m) * P + k % P];
+  }
+};
+template <typename T> struct ConvDwB {
+  const T *x;
+  Spatial3 g;
+  int64_t C, Cg, P;
+  __device__ T operator()(int64_t b, int64_t k, int64_t r) const {
+    const int64_t off = im2colOffset(g, r, k % P);
+    return off < 0 ? T(0) : x[((k / P) * C + b * Cg) * g.inSize + off];
+  }
+};
+template <typename T> struct ConvDwC {
+  T *dw;
+  int64_t Mg, Kd;
+  __device__ void operator()(int64_t b, int64_t m, int64_t r, T v) const { dw[(b * Mg + m) * Kd + r] = v; }
+};
+template <typename T> void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &c, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
+  const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize, P = g.outSize;
+  if (c.N == 0 || P == 0) {
+    ORTC_MEMSET_ASYNC(dw, 0, c.M * Kd * sizeof(T), s);
+    return;
+  }
+  gemmTiled<T>(G, Mg, Kd, c.N * P, ConvDwA<T>{dy, Mg, c.M, P}, ConvDwB<T>{x, g, c.C, Cg, P}, ConvDwC<T>{dw, Mg, Kd},
+               s);
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling: one thread per output element
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__device__ inline int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, int64_t ow) {
+  int64_t best = -1;
+  T mx = -ortc_inf<T>();
+  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+    const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+    if (id < 0 || id >= g.in[0])
+      continue;
+    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+      const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+      if (ih < 0 || ih >= g.in[1])
+        continue;
+      const int64_t rowBase = (id * g.in[1] + ih) * g.in[2];
+      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+        const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+        if (iw < 0 || iw >= g.in[2])
+          continue;
+        const T v = plane[rowBase + iw];
+        if (best < 0 || v > mx || isNaN(v)) {
+          mx = v;
+          best = rowBase + iw;
+        }
+      }
+    }
+  }
+  return best;
+}
+__device__ inline int64_t avgDivisor(const Spatial3 &g, bool cip, const int64_t *o) {
+  int64_t div = 1;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t lo = cip ? -g.p[i] : 0, hi = cip ? g.in[i] + g.p[i] : g.in[i];
+    int64_t n = 0;
+    for (int64_t k = 0; k < g.k[i]; ++k) {
+      const int64_t c = o[i] * g.s[i] - g.p[i] + k * g.d[i];
+      n += (c >= lo && c < hi);
+    }
+    div *= n;
+  }
+  return div;
+}
+
+/// mode 0: maxPool; 1: avgPool; 2: maxPoolGrad (atomics); 3: avgPoolGrad (atomics).
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolKernel(const T *x, const T *dy, T *out, Spatial3 g, bool cip, int mode, int64_t total) {
+  ORTC_FOR(t, total) {
+    const int64_t pl = t / g.outSize, q = t % g.outSize;
+    const int64_t o[3] = {q / (g.out[1] * g.out[2]), (q / g.out[2]) % g.out[1], q % g.out[2]};
+    if (mode == 0 || mode == 2) {
+      const int64_t a = maxPoolArg(x + pl * g.inSize, g, o[0], o[1], o[2]);
+      if (mode == 0)
+        out[t] = a < 0 ? -ortc_inf<T>() : x[pl * g.inSize + a];
+      else if (a >= 0)
+        atomicAdd(out + pl * g.inSize + a, dy[t]);
+      continue;
+    }
+    const int64_t div = avgDivisor(g, cip, o);
+    double sum = 0;
+    const T v = div > 0 && mode == 3 ? static_cast<T>(static_cast<double>(dy[t]) / static_cast<double>(div)) : T(0);
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = o[0] * g.s[0] - g.p[0] + kd * g.d[0];
+      if (id < 0 || id >= g.in[0])
+        continue;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = o[1] * g.s[1] - g.p[1] + kh * g.d[1];
+        if (ih < 0 || ih >= g.in[1])
+          continue;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t iw = o[2] * g.s[2] - g.p[2] + kw * g.d[2];
+          if (iw < 0 || iw >= g.in[2])
+            continue;
+          const int64_t k = pl * g.inSize + (id * g.in[1] + ih) * g.in[2] + iw;
+          if (mode == 1)
+            sum += static_cast<double>(x[k]);
+          else if (div > 0)
+            atomicAdd(out + k, v);
+        }
+      }
+    }
+    if (mode == 1)
+      out[t] = div > 0 ? static_cast<T>(sum / static_cast<double>(div)) : T(0);
+  }
+}
+inline Spatial3 toSpatial3(const PoolGeom &p) {
+  return toSpatial3(p.nSpatial, p.in, p.kernel, p.out, p.stride, p.padBegin, p.dilation);
+}
+template <typename T> void maxPool(const T *x, T *y, const PoolGeom &p, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(p);
+  const int64_t total = p.N * p.C * g.outSize;
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, (const T *)nullptr, y, g, false, 0, total);
+}
+template <typename T> void avgPool(const T *x, T *y, const PoolGeom &p, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(p);
+  const int64_t total = p.N * p.C * g.outSize;
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, (const T *)nullptr, y, g, p.countIncludePad, 1, total);
+}
+template <typename T> void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &p, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(p);
+  const int64_t total = p.N * p.C * g.outSize;
+  ORTC_MEMSET_ASYNC(dx, 0, p.N * p.C * g.inSize * sizeof(T), s);
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, dy, dx, g, false, 2, total);
+}
+template <typename T> void avgPoolGrad(const T *dy, T *dx, const PoolGeom &p, ortcStream_t s) {
+  const Spatial3 g = toSpatial3(p);
+  const int64_t total = p.N * p.C * g.outSize;
+  ORTC_MEMSET_ASYNC(dx, 0, p.N * p.C * g.inSize * sizeof(T), s);
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>((const T *)nullptr, dy, dx, g, p.countIncludePad, 3, total);
+}
+
+} // namespace gpu
+} // namespace ortc
+
+//===----------------------------------------------------------------------===//
+// Runtime glue: the device API the ortc runtime reaches through this shared
+// object (dlsym), so the runtime itself links no vendor library. Spelled once
+// through ORTC_API(x) (cuda##x / hip##x) and the seam's ortcDeviceProp /
+// ORTC_ARCH_NAME. Every function returns 0 or an error with ortc_gpu_error().
+//===----------------------------------------------------------------------===//
+
+namespace ortc {
+namespace gpu {
+inline char *errorText() {
+  static char text[512];
+  return text;
+}
+inline int setError(const char *what, ORTC_API(Error_t) e) {
+  snprintf(errorText(), 512, "%s: %s", what, ORTC_API(GetErrorString)(e));
+  return 1;
+}
+} // namespace gpu
+} // namespace ortc
+
+extern "C" {
+const char *ortc_gpu_error(void) { return ortc::gpu::errorText(); }
+
+/// Picks device 0 and writes its arch name ("sm_90", "gfx90a") into `arch`.
+int ortc_gpu_init(char *arch, int archLen) {
+  int count = 0;
+  ORTC_API(Error_t) e = ORTC_API(GetDeviceCount)(&count);
+  if (e != ORTC_API(Success))
+    return ortc::gpu::setError("no usable GPU", e);
+  if (count == 0) {
+    snprintf(ortc::gpu::errorText(), 512, "no GPU is visible");
+    return 1;
+  }
+  ortcDeviceProp prop;
+  if ((e = ORTC_API(GetDeviceProperties)(&prop, 0)) != ORTC_API(Success))
+    return ortc::gpu::setError("reading the GPU's properties", e);
+  ORTC_ARCH_NAME(prop, arch, archLen);
+  return 0;
+}
+int ortc_gpu_malloc(void **p, size_t bytes) {
+  ORTC_API(Error_t) e = ORTC_API(Malloc)(p, bytes < 256 ? 256 : bytes);
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device allocation", e);
+}
+void ortc_gpu_free(void *p) { (void)ORTC_API(Free)(p); }
+int ortc_gpu_upload(void *dst, const void *src, size_t bytes) {
+  ORTC_API(Error_t) e = ORTC_API(Memcpy)(dst, src, bytes, ORTC_API(MemcpyHostToDevice));
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("host-to-device copy", e);
+}
+int ortc_gpu_download(void *dst, const void *src, size_t bytes) {
+  ORTC_API(Error_t) e = ORTC_API(Memcpy)(dst, src, bytes, ORTC_API(MemcpyDeviceToHost));
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device-to-host copy", e);
+}
+int ortc_gpu_memset(void *dst, int v, size_t bytes) {
+  ORTC_API(Error_t) e = ORTC_API(Memset)(dst, v, bytes);
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device memset", e);
+}
+int ortc_gpu_stream_create(void **stream) {
+  ortcStream_t s;
+  ORTC_API(Error_t) e = ORTC_API(StreamCreateWithFlags)(&s, ORTC_API(StreamNonBlocking));
+  *stream = (void *)s;
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("creating a stream", e);
+}
+void ortc_gpu_stream_destroy(void *stream) { (void)ORTC_API(StreamDestroy)((ortcStream_t)stream); }
+/// Waits for the stream; reports the first error of any kernel launched on it.
+int ortc_gpu_sync(void *stream) {
+  ORTC_API(Error_t) e = ORTC_API(StreamSynchronize)((ortcStream_t)stream);
+  if (e == ORTC_API(Success))
+    e = ORTC_API(GetLastError)();
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("running the step", e);
+}
+int ortc_gpu_capture_begin(void *stream) {
+  ORTC_API(Error_t) e =
+      ORTC_API(StreamBeginCapture)((ortcStream_t)stream, ORTC_API(StreamCaptureModeThreadLocal));
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("beginning graph capture", e);
+}
+/// Ends the capture and instantiates it into *exec (a graph exec handle).
+int ortc_gpu_capture_end(void *stream, void **exec) {
+  ORTC_API(Graph_t) graph = nullptr;
+  ORTC_API(Error_t) e = ORTC_API(StreamEndCapture)((ortcStream_t)stream, &graph);
+  if (e != ORTC_API(Success))
+    return ortc::gpu::setError("ending graph capture", e);
+  ORTC_API(GraphExec_t) x = nullptr;
+  e = ORTC_API(GraphInstantiateWithFlags)(&x, graph, 0);
+  (void)ORTC_API(GraphDestroy)(graph);
+  *exec = (void *)x;
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("instantiating the step graph", e);
+}
+int ortc_gpu_graph_launch(void *exec, void *stream) {
+  ORTC_API(Error_t) e = ORTC_API(GraphLaunch)((ORTC_API(GraphExec_t))exec, (ortcStream_t)stream);
+  return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("launching the step graph", e);
+}
+void ortc_gpu_graph_destroy(void *exec) {
+  (void)ORTC_API(GraphExecDestroy)((ORTC_API(GraphExec_t))exec);
+}
+} // extern "C"
+
+#endif // ORTC_GPU_KERNELS_H
