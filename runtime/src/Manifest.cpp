@@ -288,19 +288,18 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
             ", but this runtime reads version " + std::to_string(manifest::kFormatVersion);
     return ManifestError::Version;
   }
-  if (j.contains("target") && j["target"].is_string() && j["target"] != "cpu") {
+  if (j.contains("target") && j["target"].is_string()) {
     const manifest::Rule &root = manifest::rootRule();
     const manifest::Rule *targets = nullptr;
     for (const manifest::Property &p : root.properties)
       if (p.name == "target")
         targets = p.rule;
     std::string t = j["target"].get<std::string>();
-    bool known = targets && std::find(targets->choices.begin(), targets->choices.end(), t) !=
-                                targets->choices.end();
-    error = known ? "built for target '" + t +
-                        "', but this runtime has only the cpu backend (no '" + t + "' backend)"
-                  : "unknown target '" + t + "' (this runtime has only the cpu backend)";
-    return ManifestError::Target;
+    if (!targets ||
+        std::find(targets->choices.begin(), targets->choices.end(), t) == targets->choices.end()) {
+      error = "unknown target '" + t + "' (this runtime runs cpu, cuda and rocm artifacts)";
+      return ManifestError::Target;
+    }
   }
   if (!manifest::validate(j, manifest::rootRule(), "", error))
     return ManifestError::Invalid;

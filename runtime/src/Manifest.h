@@ -97,7 +97,7 @@ struct Manifest {
 enum class ManifestError { None, Syntax, Version, Target, Invalid };
 
 /// Parses and checks manifest text. Order: JSON syntax, format, format_version,
-/// target (only "cpu" is runnable by this build), the schema rules, then the
+/// target (cpu, cuda or rocm), the schema rules, then the
 /// semantic rules. Messages do not carry the file name (the caller prefixes it).
 ManifestError parseManifest(const std::string &text, Manifest &out, std::string &error);
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "ortc/runtime.h"
 
+#include "GpuBackend.h"
 #include "Manifest.h"
 #include "Npz.h"
 #include "ortc/sha256.h"
@@ -40,13 +41,17 @@ ortc_status fail(ortc_status status, std::string message) {
 }
 
 using KernelFn = void (*)(void *const *, char *);
+using GpuKernelFn = void (*)(void *const *, char *, void *);
 
 struct ArtifactData {
   std::string dir; ///< as the caller spelled it, for messages
   Manifest manifest;
   std::string params; ///< params.bin
   void *handle = nullptr;
-  std::map<std::string, std::vector<KernelFn>> kernels;
+  std::map<std::string, std::vector<void *>> kernels; ///< KernelFn or GpuKernelFn
+  bool gpu = false;
+  ortc::GpuApi api;        ///< GPU artifacts: the device API of kernels.so
+  std::string device = "cpu"; ///< the GPU's arch, for GPU artifacts
 };
 
 struct FreeDeleter {
@@ -139,12 +144,39 @@ struct Loader {
     default:
       return fail(ORTC_ERR_BAD_ARTIFACT, manifestPath() + ": " + error);
     }
-    for (const std::string &arch : a.manifest.arch)
-      if (!archSupported(arch, error))
-        return fail(ORTC_ERR_TARGET, manifestPath() + ": " + error);
+    a.gpu = a.manifest.target != "cpu";
+    if (!a.gpu)
+      for (const std::string &arch : a.manifest.arch)
+        if (!archSupported(arch, error))
+          return fail(ORTC_ERR_TARGET, manifestPath() + ": " + error);
     if (ortc_status s = checkFiles())
       return s;
-    return loadKernels();
+    if (ortc_status s = loadKernels())
+      return s;
+    return a.gpu ? initGpu() : ORTC_OK;
+  }
+
+  /// Resolves the device API, finds a GPU and checks its arch against the manifest.
+  ortc_status initGpu() {
+    std::string missing;
+    std::string object = join(a.dir, a.manifest.kernelsObject);
+    if (!a.api.resolve(a.handle, missing))
+      return fail(ORTC_ERR_KERNEL, object + ": missing GPU runtime symbol '" + missing + "'");
+    char arch[64] = {0};
+    if (a.api.init(arch, sizeof arch) != 0)
+      return fail(ORTC_ERR_TARGET, a.dir + ": a " + a.manifest.target + " artifact needs " +
+                                       ortc::gpuKind(a.manifest.target) + ", and there is none: " +
+                                       a.api.lastError());
+    a.device = arch;
+    std::string built;
+    for (const std::string &b : a.manifest.arch) {
+      if (ortc::gpuArchRuns(a.manifest.target, b, a.device))
+        return ORTC_OK;
+      built += (built.empty() ? "" : ", ") + b;
+    }
+    return fail(ORTC_ERR_TARGET, a.dir + ": built for " + built + ", but this GPU is " +
+                                     a.device + ": rebuild with `ortc build --target " +
+                                     a.manifest.target + " --arch " + a.device + "`");
   }
 
   ortc_status checkFiles() {
@@ -181,10 +213,14 @@ struct Loader {
     a.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!a.handle) {
       const char *why = dlerror();
-      return fail(ORTC_ERR_KERNEL, path + ": cannot load the kernels: " + (why ? why : "?"));
+      std::string hint = a.manifest.target == "rocm"
+                             ? " (a rocm artifact needs the HIP runtime, libamdhip64)"
+                             : "";
+      return fail(ORTC_ERR_KERNEL,
+                  path + ": cannot load the kernels: " + (why ? why : "?") + hint);
     }
     for (const auto &[fn, desc] : a.manifest.functions) {
-      std::vector<KernelFn> &list = a.kernels[fn];
+      std::vector<void *> &list = a.kernels[fn];
       for (const std::string &k : desc.kernels) {
         dlerror();
         void *sym = dlsym(a.handle, k.c_str());
@@ -192,7 +228,7 @@ struct Loader {
           return fail(ORTC_ERR_KERNEL, join(a.dir, a.manifest.kernelsObject) +
                                            ": missing kernel symbol '" + k +
                                            "' (needed by function '" + fn + "')");
-        list.push_back(reinterpret_cast<KernelFn>(sym));
+        list.push_back(sym);
       }
     }
     return ORTC_OK;
@@ -224,19 +260,121 @@ struct ortc_artifact {
 struct ortc_session {
   std::shared_ptr<ArtifactData> art;
   Block block, arena;
-  std::vector<void *> bufs;
+  std::vector<void *> bufs; ///< host tensors (on a GPU: the host mirror)
   std::vector<char> bound;
   const Manifest &m() const { return art->manifest; }
   const TensorDesc *tensor(int64_t i) const {
     return i >= 0 && uint64_t(i) < m().tensors.size() ? &m().tensors[size_t(i)] : nullptr;
   }
+
+  // GPU sessions: every tensor and the arena in device memory. hostDirty: the host
+  // copy was (or may have been) written and must be uploaded before the next run;
+  // deviceNewer: a run may have changed the device copy since it was last read.
+  std::vector<void *> dbufs;
+  void *darena = nullptr, *stream = nullptr;
+  std::vector<char> hostDirty, deviceNewer;
+  std::map<std::string, void *> graphs; ///< captured step graphs, per function
+  std::map<std::string, int> runs;
+  bool useGraphs = true;
+
+  ~ortc_session() {
+    if (!art || !art->gpu)
+      return;
+    const ortc::GpuApi &api = art->api;
+    if (stream)
+      api.sync(stream);
+    for (auto &[fn, exec] : graphs)
+      api.graphDestroy(exec);
+    for (void *p : dbufs)
+      api.free(p);
+    if (darena)
+      api.free(darena);
+    if (stream)
+      api.streamDestroy(stream);
+  }
+  /// Makes the host copy of tensor i current.
+  ortc_status pull(size_t i) {
+    if (!art->gpu || !deviceNewer[i])
+      return ORTC_OK;
+    if (art->api.download(bufs[i], dbufs[i], size_t(m().tensors[i].bytes), stream) != 0)
+      return fail(ORTC_ERR_KERNEL, "reading tensor '" + m().tensors[i].name +
+                                       "' from the GPU: " + art->api.lastError());
+    deviceNewer[i] = 0;
+    return ORTC_OK;
+  }
+  /// Marks the host copy of tensor i as written.
+  void touch(size_t i) {
+    if (art->gpu) {
+      hostDirty[i] = 1;
+      deviceNewer[i] = 0;
+    }
+  }
+  ortc_status pullAll(unsigned roles);
+  ortc_status runGpu(const std::string &function, const std::vector<void *> &kernels);
 };
+
+ortc_status ortc_session::pullAll(unsigned roles) {
+  for (size_t i = 0; i < m().tensors.size(); ++i)
+    if (roleBit(m().tensors[i].role) & roles)
+      if (ortc_status st = pull(i))
+        return st;
+  return ORTC_OK;
+}
+
+/// Uploads what the host changed, then runs the kernels on the session's stream:
+/// eagerly on a function's first run (lazy initialisation in the kernels, such as
+/// loading cuBLASLt, happens outside any capture), captured into a graph on its
+/// second and replayed from then on (unless graphs are off).
+ortc_status ortc_session::runGpu(const std::string &function, const std::vector<void *> &kernels) {
+  const ortc::GpuApi &api = art->api;
+  for (size_t i = 0; i < m().tensors.size(); ++i)
+    if (hostDirty[i]) {
+      if (deviceNewer[i])
+        if (ortc_status st = pull(i))
+          return st;
+      if (api.upload(dbufs[i], bufs[i], size_t(m().tensors[i].bytes), stream) != 0)
+        return fail(ORTC_ERR_KERNEL, "copying tensor '" + m().tensors[i].name +
+                                         "' to the GPU: " + api.lastError());
+      hostDirty[i] = 0;
+    }
+  auto gpuFail = [&](const std::string &what) {
+    return fail(ORTC_ERR_KERNEL, function + ": " + what + ": " + api.lastError());
+  };
+  void *const *db = dbufs.data();
+  char *arenaPtr = static_cast<char *>(darena);
+  int n = runs[function]++;
+  auto it = graphs.find(function);
+  if (useGraphs && it == graphs.end() && n >= 1) {
+    if (api.captureBegin(stream) != 0)
+      return gpuFail("graph capture");
+    for (void *k : kernels)
+      reinterpret_cast<GpuKernelFn>(k)(db, arenaPtr, stream);
+    void *exec = nullptr;
+    if (api.captureEnd(stream, &exec) != 0)
+      return gpuFail("graph capture");
+    it = graphs.emplace(function, exec).first;
+  }
+  if (useGraphs && it != graphs.end()) {
+    if (api.graphLaunch(it->second, stream) != 0)
+      return gpuFail("graph launch");
+  } else {
+    for (void *k : kernels)
+      reinterpret_cast<GpuKernelFn>(k)(db, arenaPtr, stream);
+  }
+  if (api.sync(stream) != 0)
+    return gpuFail("the step failed on the GPU");
+  std::fill(deviceNewer.begin(), deviceNewer.end(), 1);
+  return ORTC_OK;
+}
 
 namespace {
 
-ortc_status saveNpz(const ortc_session *s, const char *path, unsigned roles) {
-  if (!s || !path)
+ortc_status saveNpz(const ortc_session *cs, const char *path, unsigned roles) {
+  if (!cs || !path)
     return fail(ORTC_ERR_INVALID_ARGUMENT, "null session or path");
+  auto *s = const_cast<ortc_session *>(cs); // pulling device data into the host mirror
+  if (ortc_status st = s->pullAll(roles))
+    return st;
   std::vector<ortc::npz::ArrayRef> arrays;
   for (size_t i = 0; i < s->m().tensors.size(); ++i) {
     const TensorDesc &t = s->m().tensors[i];
@@ -290,8 +428,10 @@ ortc_status loadNpz(ortc_session *s, const char *path, unsigned roles) {
   if (!byName.empty())
     return fail(ORTC_ERR_MISMATCH, p + ": array '" + byName.begin()->first +
                                        "' is not a tensor of this artifact that can be loaded");
-  for (const auto &[i, a] : plan)
+  for (const auto &[i, a] : plan) {
     std::memcpy(s->bufs[i], a->data.data(), a->data.size());
+    s->touch(i);
+  }
   return ORTC_OK;
 }
 
@@ -336,6 +476,10 @@ ortc_status ortc_artifact_load(const char *dir, ortc_artifact **out) {
 
 void ortc_artifact_free(ortc_artifact *artifact) { delete artifact; }
 
+const char *ortc_artifact_device(const ortc_artifact *artifact) {
+  return artifact ? artifact->data->device.c_str() : "";
+}
+
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {
   if (!artifact)
     return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_set_threads: null artifact");
@@ -348,6 +492,31 @@ ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {
   if (auto *blas = reinterpret_cast<void (*)(int)>(
           dlsym(artifact->data->handle, "openblas_set_num_threads")))
     blas(n);
+  return ORTC_OK;
+}
+
+/// Allocates the device tensors and arena; every tensor is uploaded before the first
+/// run (hostDirty), the arena starts zeroed like the CPU's.
+static ortc_status createDevice(ortc_session &s) {
+  const ortc::GpuApi &api = s.art->api;
+  const char *graphs = std::getenv("ORTC_GPU_GRAPHS");
+  s.useGraphs = !(graphs && std::string(graphs) == "0");
+  if (api.streamCreate(&s.stream) != 0)
+    return fail(ORTC_ERR_KERNEL, s.art->dir + ": " + api.lastError());
+  for (const TensorDesc &t : s.m().tensors) {
+    void *p = nullptr;
+    if (api.malloc(&p, size_t(std::max<int64_t>(t.bytes, 1))) != 0)
+      return fail(ORTC_ERR_OUT_OF_MEMORY, "GPU memory for tensor '" + t.name + "' (" +
+                                              std::to_string(t.bytes) +
+                                              " bytes): " + api.lastError());
+    s.dbufs.push_back(p);
+  }
+  size_t arena = size_t(std::max<int64_t>(s.m().arenaBytes, 1));
+  if (api.malloc(&s.darena, arena) != 0 || api.memset(s.darena, 0, arena, s.stream) != 0)
+    return fail(ORTC_ERR_OUT_OF_MEMORY, "GPU memory for the arena (" + std::to_string(arena) +
+                                            " bytes): " + api.lastError());
+  s.hostDirty.assign(s.m().tensors.size(), 1);
+  s.deviceNewer.assign(s.m().tensors.size(), 0);
   return ORTC_OK;
 }
 
@@ -384,12 +553,22 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
       s->bufs.push_back(p);
     }
     s->bound.assign(m.tensors.size(), 0);
+    if (s->art->gpu)
+      if (ortc_status st = createDevice(*s))
+        return st;
     *out = s.release();
     return ORTC_OK;
   });
 }
 
 void ortc_session_free(ortc_session *session) { delete session; }
+
+ortc_status ortc_session_set_graphs(ortc_session *session, int enabled) {
+  if (!session)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_session_set_graphs: null session");
+  session->useGraphs = enabled != 0;
+  return ORTC_OK;
+}
 
 int64_t ortc_tensor_count(const ortc_session *s) { return s ? int64_t(s->m().tensors.size()) : 0; }
 
@@ -424,6 +603,9 @@ void *ortc_tensor_data(ortc_session *s, int64_t index) {
   if (!s || !s->tensor(index))
     return nullptr;
   s->bound[size_t(index)] = 1;
+  if (s->pull(size_t(index)) != ORTC_OK)
+    return nullptr;
+  s->touch(size_t(index)); // the caller may write through the pointer
   return s->bufs[size_t(index)];
 }
 
@@ -481,6 +663,7 @@ ortc_status ortc_bind_input(ortc_session *s, const char *name, const void *data,
                                        std::to_string(bytes));
   if (bytes)
     std::memcpy(s->bufs[size_t(i)], data, bytes);
+  s->touch(size_t(i));
   s->bound[size_t(i)] = 1;
   return ORTC_OK;
 }
@@ -496,10 +679,12 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
     if (!s->bound[s->m().byName.at(in)])
       return fail(ORTC_ERR_INVALID_ARGUMENT,
                   std::string(function) + ": input '" + in + "' was never bound (ortc_bind_input)");
-  const std::vector<KernelFn> &kernels = s->art->kernels.at(function);
+  const std::vector<void *> &kernels = s->art->kernels.at(function);
+  if (s->art->gpu)
+    return guarded([&] { return s->runGpu(function, kernels); });
   for (size_t k = 0; k < kernels.size(); ++k) {
     try {
-      kernels[k](s->bufs.data(), s->arena.get());
+      reinterpret_cast<KernelFn>(kernels[k])(s->bufs.data(), s->arena.get());
     } catch (const std::exception &e) {
       return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" + fn->second.kernels[k] +
                                        "' failed: " + e.what());
@@ -522,6 +707,8 @@ ortc_status ortc_read_output(const ortc_session *s, const char *name, void *dst,
     return fail(ORTC_ERR_MISMATCH, "read: '" + t.name + "' (" + describeTensor(t) + ") has " +
                                        std::to_string(t.bytes) + " bytes, asked for " +
                                        std::to_string(bytes));
+  if (ortc_status st = const_cast<ortc_session *>(s)->pull(size_t(i)))
+    return st;
   if (bytes)
     std::memcpy(dst, s->bufs[size_t(i)], bytes);
   return ORTC_OK;

@@ -162,6 +162,7 @@ public:
     if (ortc_session_create(a, &s))
       return apiFail();
     session.reset(s);
+    ortc_session_set_graphs(s, !o.noGraphs);
     if (!o.loadCheckpoint.empty() && ortc_checkpoint_load(s, o.loadCheckpoint.c_str()))
       return apiFail();
     if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))

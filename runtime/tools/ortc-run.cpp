@@ -21,7 +21,7 @@ namespace {
 const char *kUsage = "usage: ortc-run train MODEL.ortc --data FEED.npz [options]\n";
 
 const char *kHelp =
-    "ortc-run: train a compiled ortc artifact (model.ortc/) on CPU.\n"
+    "ortc-run: train a compiled ortc artifact (model.ortc/) on the CPU or a GPU.\n"
     "\n"
     "usage: ortc-run train MODEL.ortc --data FEED.npz [options]\n"
     "\n"
@@ -38,6 +38,8 @@ const char *kHelp =
     "  --eval                   print the eval_step loss over the feed after training\n"
     "  --threads N              kernel threads (default: the libraries' default)\n"
     "  --quiet                  no progress output\n"
+    "  --no-graphs              GPU: launch every kernel every step instead of\n"
+    "                           replaying the captured step graph\n"
     "  -h, --help               show this help\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error.\n";
@@ -101,10 +103,10 @@ int main(int argc, char **argv) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     }
-    if (arg == "--eval" || arg == "--quiet") {
+    if (arg == "--eval" || arg == "--quiet" || arg == "--no-graphs") {
       if (inlineValue)
         return usageError(arg + " takes no value");
-      (arg == "--eval" ? o.eval : o.quiet) = true;
+      (arg == "--eval" ? o.eval : arg == "--quiet" ? o.quiet : o.noGraphs) = true;
       continue;
     }
     static const char *valued[] = {"--data",        "--steps",           "--lr",

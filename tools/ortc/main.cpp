@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Pipeline/Options.h"
 #include "tools/ortc/Commands.h"
+#include "ortc/train_loop.h"
 
 #include <CLI/CLI.hpp>
 
@@ -113,7 +114,7 @@ int main(int argc, char **argv) {
   inspect->add_option("--dim", dims, "Bind a symbolic dim: NAME=N (repeatable)");
   inspect->add_option("--shape", shapes, "Set an input's shape: INPUT=AxBxC (repeatable)");
 
-  ortc::TrainCommand t;
+  ortc::TrainOptions t;
   auto *trainCmd = app.add_subcommand("train", "Train a compiled artifact");
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
   trainCmd->add_option("--data", t.data, "Feed .npz: one array per input (plus labels)")->required();
@@ -126,6 +127,8 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--save-checkpoint", t.saveCheckpoint, "Write params + optimizer state");
   trainCmd->add_option("--load-checkpoint", t.loadCheckpoint, "Resume from a checkpoint");
   trainCmd->add_flag("--eval", t.eval, "Evaluate the loss after training");
+  trainCmd->add_flag("--no-graphs", t.noGraphs,
+                     "GPU: launch every kernel every step (no graph capture and replay)");
 
   try {
     app.parse(argc, argv);
@@ -166,5 +169,5 @@ int main(int argc, char **argv) {
     b.model = inspectModel;
     return ortc::runInspect(b);
   }
-  return ortc::runTrain(t);
+  return ortc::runTrainLoop(t);
 }

@@ -1364,16 +1364,26 @@ int ortc_gpu_malloc(void **p, size_t bytes) {
   return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device allocation", e);
 }
 void ortc_gpu_free(void *p) { (void)ORTC_API(Free)(p); }
-int ortc_gpu_upload(void *dst, const void *src, size_t bytes) {
-  ORTC_API(Error_t) e = ORTC_API(Memcpy)(dst, src, bytes, ORTC_API(MemcpyHostToDevice));
+/// Copies on `stream` and waits for it (a pageable cudaMemcpy could still be in
+/// flight when a kernel on a non-blocking stream starts).
+int ortc_gpu_upload(void *dst, const void *src, size_t bytes, void *stream) {
+  ORTC_API(Error_t) e = ORTC_API(MemcpyAsync)(dst, src, bytes, ORTC_API(MemcpyHostToDevice),
+                                              (ortcStream_t)stream);
+  if (e == ORTC_API(Success))
+    e = ORTC_API(StreamSynchronize)((ortcStream_t)stream);
   return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("host-to-device copy", e);
 }
-int ortc_gpu_download(void *dst, const void *src, size_t bytes) {
-  ORTC_API(Error_t) e = ORTC_API(Memcpy)(dst, src, bytes, ORTC_API(MemcpyDeviceToHost));
+int ortc_gpu_download(void *dst, const void *src, size_t bytes, void *stream) {
+  ORTC_API(Error_t) e = ORTC_API(MemcpyAsync)(dst, src, bytes, ORTC_API(MemcpyDeviceToHost),
+                                              (ortcStream_t)stream);
+  if (e == ORTC_API(Success))
+    e = ORTC_API(StreamSynchronize)((ortcStream_t)stream);
   return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device-to-host copy", e);
 }
-int ortc_gpu_memset(void *dst, int v, size_t bytes) {
-  ORTC_API(Error_t) e = ORTC_API(Memset)(dst, v, bytes);
+int ortc_gpu_memset(void *dst, int v, size_t bytes, void *stream) {
+  ORTC_API(Error_t) e = ORTC_API(MemsetAsync)(dst, v, bytes, (ortcStream_t)stream);
+  if (e == ORTC_API(Success))
+    e = ORTC_API(StreamSynchronize)((ortcStream_t)stream);
   return e == ORTC_API(Success) ? 0 : ortc::gpu::setError("device memset", e);
 }
 int ortc_gpu_stream_create(void **stream) {

@@ -62,9 +62,11 @@ const char *ortc_status_name(ortc_status status);
 int ortc_format_version(void);
 
 /// Loads and checks the artifact folder `dir`: manifest.json parses and follows the
-/// schema, format and format_version, target "cpu", the SHA-256 of every listed
-/// file, init ranges inside params.bin; then dlopens the kernels object and resolves
-/// every kernel of every function. On success `*out` owns the artifact.
+/// schema, format and format_version, target ("cpu": this CPU runs its ISA level;
+/// "cuda"/"rocm": a GPU is visible and its arch is one the artifact was built for),
+/// the SHA-256 of every listed file, init ranges inside params.bin; then dlopens the
+/// kernels object and resolves every kernel of every function. On success `*out`
+/// owns the artifact.
 ortc_status ortc_artifact_load(const char *dir, ortc_artifact **out);
 /// Releases the caller's reference; sessions keep the artifact alive. NULL is a no-op.
 void ortc_artifact_free(ortc_artifact *artifact);
@@ -72,8 +74,18 @@ void ortc_artifact_free(ortc_artifact *artifact);
 /// n <= 0 leaves the libraries' defaults.
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n);
 
+/// "cpu", or the arch of the GPU a cuda/rocm artifact runs on ("sm_90", "gfx90a").
+const char *ortc_artifact_device(const ortc_artifact *artifact);
+
 /// Creates a session: every persistent tensor allocated (64-byte aligned),
-/// initialised from params.bin or zero, and one arena of arena_bytes.
+/// initialised from params.bin or zero, and one arena of arena_bytes. On a GPU the
+/// tensors and the arena live in device memory, mirrored on the host for the calls
+/// below (copied lazily in each direction).
+/// GPU sessions capture each function's kernels into a graph (CUDA/HIP graphs) at
+/// its second run and replay it from then on; `enabled` = 0 launches every kernel
+/// every step instead. No effect on the CPU. Default: enabled unless the
+/// environment sets ORTC_GPU_GRAPHS=0.
+ortc_status ortc_session_set_graphs(ortc_session *session, int enabled);
 ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out);
 /// NULL is a no-op.
 void ortc_session_free(ortc_session *session);
