@@ -16,3 +16,12 @@ config.environment["PATH"] = os.pathsep.join(bins + [config.environment.get("PAT
 config.substitutions.append(("%samples", os.path.join(config.ortc_src_root, "samples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%python", os.path.join(config.ortc_src_root, ".venv", "bin", "python")))
+# Generated kernels are compiled through a cache keyed by their source hash, CPU ones at -O1.
+config.environment["ORTC_KERNEL_CACHE"] = os.path.join(config.ortc_obj_root, "kernel-cache")
+config.environment["ORTC_CXX_OPT"] = "-O1"
+# GPU toolchains: nvcc from the CUDA toolkit, Debian's hipcc (scripts/setup.sh installs it).
+import shutil
+if os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+    config.available_features.add("nvcc")
+if shutil.which("hipcc"):
+    config.available_features.add("hipcc")
