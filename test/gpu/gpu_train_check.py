@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+# Why: the CUDA target must train exactly what the CPU target trains. For every sample and
+# for SGD (momentum, weight decay) and AdamW, this builds a CPU and a CUDA artifact from the
+# same model and flags, trains 5 steps of each on the same feed with ortc-run, and checks
+# the loss at every step and each parameter's update over the run (p5 - p0) within 1e-3
+# relative. One sample also runs with graph replay off and with ortc's own GEMM
+# (ORTC_GPU_GEMM=ortc) in place of cuBLASLt. Exit 77 (skipped) where no GPU is visible.
+#
+# Standard library only (the GPU machine has no package registry): .npz files are read
+# and written here.
+#
+#   gpu_train_check.py --ortc BUILD/tools/ortc/ortc --ortc-run BUILD/runtime/ortc-run
+#                      [--artifacts DIR]  (prebuilt <sample>-<opt>-<target>.ortc + feeds)
+import argparse
+import io
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = ["mlp", "cnn", "gpt2", "bert"]
+OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay", "0.01"],
+              "adamw": ["--optimizer", "adamw"]}
+TOL = 1e-3
+DTYPES = {"f32": ("<f4", "f", 4), "f64": ("<f8", "d", 8), "i64": ("<i8", "q", 8),
+          "i32": ("<i4", "i", 4), "bool": ("|b1", "B", 1)}
+
+
+def npy_bytes(descr, shape, payload):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join("%d, " % d for d in shape))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload
+
+
+def read_npz(path):
+    """{name: list of floats} for every float array of an .npz (what --save-params writes)."""
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            data = z.read(name)
+            hlen = struct.unpack_from("<H", data, 8)[0]
+            header = data[10:10 + hlen].decode()
+            descr = header.split("'descr': '")[1].split("'")[0]
+            fmt = {"<f4": "f", "<f8": "d"}.get(descr)
+            if fmt:
+                body = data[10 + hlen:]
+                out[name[:-4]] = struct.unpack("<%d%s" % (len(body) // struct.calcsize(fmt), fmt), body)
+    return out
+
+
+def write_feed(manifest, path):
+    """Random batch for the train_step inputs: floats in [-1, 1), integers in {0, 1}
+    (valid token ids and labels for every sample)."""
+    rng = random.Random(0)
+    inputs = set(manifest["functions"]["train_step"]["inputs"])
+    with zipfile.ZipFile(path, "w") as z:
+        for t in manifest["tensors"]:
+            if t["role"] != "input" or t["name"] not in inputs:
+                continue
+            descr, fmt, _ = DTYPES[t["dtype"]]
+            n = 1
+            for d in t["shape"]:
+                n *= d
+            vals = [rng.uniform(-1, 1) for _ in range(n)] if fmt in "fd" else [rng.randint(0, 1) for _ in range(n)]
+            z.writestr(t["name"] + ".npy", npy_bytes(descr, t["shape"], struct.pack("<%d%s" % (n, fmt), *vals)))
+
+
+def rel(a, b):
+    num = sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5
+    den = sum(y * y for y in b) ** 0.5
+    return num / max(den, 1e-30)
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return p.returncode, p.stdout + p.stderr
+
+
+def train(ortc_run, artifact, feed, work, tag, env=None, extra=()):
+    log, p0, p5 = (os.path.join(work, tag + s) for s in (".jsonl", "-p0.npz", "-p5.npz"))
+    for steps, params in ((0, p0), (5, p5)):
+        code, text = run([ortc_run, "train", artifact, "--data", feed, "--steps", str(steps), "--lr", "0.01",
+                          "--quiet", "--log-json", log, "--save-params", params] + list(extra), env)
+        if code != 0:
+            return None, text
+    losses = [json.loads(line)["loss"] for line in open(log)]
+    before, after = read_npz(p0), read_npz(p5)
+    return (losses, {k: [a - b for a, b in zip(after[k], before[k])] for k in after}), ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ortc", default=os.path.join(ROOT, "build/tools/ortc/ortc"))
+    ap.add_argument("--ortc-run", default=os.path.join(ROOT, "build/runtime/ortc-run"))
+    ap.add_argument("--artifacts", help="prebuilt artifacts (see --prepare)")
+    ap.add_argument("--prepare", help="only build the artifacts and feeds into this folder")
+    ap.add_argument("--samples", nargs="+", default=SAMPLES)
+    ap.add_argument("--target", default="cuda", help=argparse.SUPPRESS)  # cpu: test this script
+    args = ap.parse_args()
+    if args.target == "cuda" and not args.prepare and not os.path.exists("/dev/nvidia0") and not os.path.isdir("/proc/driver/nvidia/gpus"):
+        print("no NVIDIA GPU visible: skipped")
+        return 77
+    work = args.prepare or tempfile.mkdtemp(prefix="ortc-gpu-")
+    os.makedirs(work, exist_ok=True)
+    art = args.artifacts or work
+    failures = 0
+    for sample in args.samples:
+        for opt, flags in OPTIMIZERS.items():
+            paths = {}
+            for key, target in (("cpu", "cpu"), ("cuda", args.target)):
+                paths[key] = os.path.join(art, "%s-%s-%s.ortc" % (sample, opt, key))
+                if not args.artifacts:
+                    code, text = run([args.ortc, "build", os.path.join(ROOT, "samples", sample, sample + ".onnx"),
+                                      "--dim", "batch=4", "--target", target, "-o", paths[key]] + flags)
+                    if code != 0:
+                        print("FAIL %s %s: build for %s:\n%s" % (sample, opt, target, text))
+                        return 1
+            feed = os.path.join(art, "%s-feed.npz" % sample)
+            if not args.artifacts and not os.path.exists(feed):
+                write_feed(json.load(open(os.path.join(paths["cpu"], "manifest.json"))), feed)
+            if args.prepare:
+                continue
+            variants = [("cuda", None, ())]
+            if sample == "gpt2" and opt == "adamw":
+                variants += [("cuda-no-graphs", None, ("--no-graphs",)),
+                             ("cuda-ortc-gemm", dict(os.environ, ORTC_GPU_GEMM="ortc"), ())]
+            ref, text = train(args.ortc_run, paths["cpu"], feed, work, "%s-%s-cpu" % (sample, opt))
+            if ref is None:
+                print("FAIL %s %s: cpu run:\n%s" % (sample, opt, text))
+                return 1
+            for name, env, extra in variants:
+                got, text = train(args.ortc_run, paths["cuda"], feed, work, "%s-%s-%s" % (sample, opt, name), env, extra)
+                if got is None:
+                    if "there is none" in text:
+                        print("no usable GPU (%s): skipped" % text.strip())
+                        return 77
+                    print("FAIL %s %s %s:\n%s" % (sample, opt, name, text))
+                    failures += 1
+                    continue
+                loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(got[0], ref[0]))
+                upd_err = max(rel(got[1][k], ref[1][k]) for k in ref[1])
+                ok = loss_err <= TOL and upd_err <= TOL and len(got[0]) == len(ref[0]) == 5
+                failures += not ok
+                print("%s %s %-15s loss max rel %.2e, update max rel %.2e: %s" % (
+                    sample, opt, name, loss_err, upd_err, "ok" if ok else "FAIL"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
