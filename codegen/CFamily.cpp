@@ -252,6 +252,201 @@ LogicalResult KernelPrinter::unsupported(Operation *op, const std::string &why,
   return failure();
 }
 
+bool KernelPrinter::emitLibraryCall(Operation *op) {
+  if (op->getNumResults() == 0)
+    return false;
+  Value res = op->getResult(0);
+  std::string T = cType(typeOf(res).getElementType());
+  auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  // A typed null pointer: the libraries deduce T from every pointer argument.
+  auto null = [&](Value like) { return "(const " + cType(typeOf(like).getElementType()) + " *)nullptr"; };
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case([&](GeluOp g) {
+        body << "  " << lib << "gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
+             << numElements(res) << ", " << b(g.getTanh()) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](GeluGradOp g) {
+        body << "  " << lib << "geluGrad(" << typed(g.getX()) << ", " << typed(g.getDy()) << ", "
+             << typed(res, true) << ", " << numElements(res) << ", " << b(g.getTanh())
+             << callTail << ");\n";
+        return true;
+      })
+      .Case([&](BroadcastToOp bc) {
+        auto in = typeOf(bc.getX()).getShape();
+        SmallVector<int64_t> padded(typeOf(res).getRank() - in.size(), 1);
+        padded.append(in.begin(), in.end());
+        body << "  static const int64_t inDims[] = " << cList(padded)
+             << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << lib << "broadcastTo(" << typed(bc.getX()) << ", inDims, " << typed(res, true)
+             << ", outDims, " << padded.size() << callTail << ");\n";
+        return true;
+      })
+      .Case([&](TransposeOp t) {
+        body << "  static const int64_t dims[] = " << dims(t.getX())
+             << ", perm[] = " << cList(t.getPerm()) << ";\n";
+        body << "  " << lib << "transpose(" << typed(t.getX()) << ", dims, "
+             << typeOf(t.getX()).getRank() << ", perm, " << typed(res, true) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](ConcatOp c) {
+        auto shape = typeOf(res).getShape();
+        int64_t axis = c.getAxis();
+        SmallVector<int64_t> sizes;
+        body << "  const " << T << " *ins[] = {";
+        for (auto [i, v] : llvm::enumerate(c.getInputs())) {
+          body << (i ? ", " : "") << typed(v);
+          sizes.push_back(typeOf(v).getDimSize(axis));
+        }
+        body << "};\n  static const int64_t sizes[] = " << cList(sizes) << ";\n";
+        body << "  " << lib << "concat(ins, sizes, " << sizes.size() << ", "
+             << dimProduct(shape, 0, axis) << ", " << dimProduct(shape, axis + 1, shape.size())
+             << ", " << typed(res, true) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](SliceOp sl) {
+        body << "  static const int64_t inDims[] = " << dims(sl.getX()) << ", starts[] = "
+             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
+             << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << lib << "slice(" << typed(sl.getX()) << ", inDims, "
+             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
+             << ", outDims" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](SliceGradOp sl) {
+        body << "  static const int64_t dyDims[] = " << dims(sl.getDy()) << ", starts[] = "
+             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
+             << ", dxDims[] = " << dims(res) << ";\n";
+        body << "  " << lib << "sliceGrad(" << typed(sl.getDy()) << ", dyDims, "
+             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
+             << ", dxDims" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](PadOp p) {
+        int64_t rank = typeOf(res).getRank();
+        body << "  static const int64_t inDims[] = " << dims(p.getX()) << ", begin[] = "
+             << cList(p.getPads().take_front(rank)) << ", outDims[] = " << dims(res) << ";\n";
+        body << "  " << lib << "pad(" << typed(p.getX()) << ", inDims, " << rank << ", begin, "
+             << cLiteral(p.getValue().convertToDouble(), T, sp) << ", " << typed(res, true)
+             << ", outDims" << callTail << ");\n";
+        return true;
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+        const char *kind = isa<ReduceSumOp>(op)    ? "Sum"
+                           : isa<ReduceMeanOp>(op) ? "Mean"
+                                                   : "Max";
+        body << "  static const int64_t dims[] = " << dims(r.getX())
+             << ", axes[] = " << cList(r.getAxes()) << ";\n";
+        body << "  " << lib << "reduce(" << typed(r.getX()) << ", dims, "
+             << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
+             << typed(res, true) << ", " << lib << "ReduceKind::" << kind << callTail << ");\n";
+        return true;
+      })
+      .Case([&](MatMulOp m) {
+        auto as = typeOf(m.getA()).getShape();
+        auto ys = typeOf(res).getShape();
+        size_t r = as.size();
+        int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
+        int64_t batch = dimProduct(as, 0, r - 2);
+        body << "  " << lib << "matmul(" << typed(m.getA()) << ", " << typed(m.getB()) << ", "
+             << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
+             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](ConvOp c) {
+        convGeom(lib, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << lib << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
+             << (c.getBias() ? typed(c.getBias()) : null(res)) << ", " << typed(res, true)
+             << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](ConvGradInputOp c) {
+        convGeom(lib, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << lib << "convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
+             << ", " << typed(res, true) << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](ConvGradWeightOp c) {
+        convGeom(lib, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+                 c.getGroup());
+        body << "  " << lib << "convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
+             << ", " << typed(res, true) << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case<MaxPoolOp, AvgPoolOp>([&](auto p) {
+        poolGeom(lib, p.getX(), res, p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), p.getCountIncludePad());
+        body << "  " << lib << (isa<MaxPoolOp>(op) ? "maxPool" : "avgPool") << "("
+             << typed(p.getX()) << ", " << typed(res, true) << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](MaxPoolGradOp p) {
+        poolGeom(lib, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), false);
+        body << "  " << lib << "maxPoolGrad(" << typed(p.getX()) << ", " << typed(p.getDy())
+             << ", " << typed(res, true) << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](AvgPoolGradOp p) {
+        poolGeom(lib, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
+                 p.getDilations(), p.getCountIncludePad());
+        body << "  " << lib << "avgPoolGrad(" << typed(p.getDy()) << ", " << typed(res, true)
+             << ", g" << callTail << ");\n";
+        return true;
+      })
+      .Case([&](BatchNormInferOp bn) {
+        auto xs = typeOf(bn.getX()).getShape();
+        body << "  " << lib << "batchNormInfer(" << typed(bn.getX()) << ", " << typed(bn.getScale())
+             << ", " << typed(bn.getBias()) << ", " << typed(bn.getMean()) << ", "
+             << typed(bn.getVar()) << ", " << typed(res, true) << ", " << xs[0] << ", " << xs[1]
+             << ", " << dimProduct(xs, 2, xs.size()) << ", "
+             << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](LayerNormOp ln) {
+        auto xs = typeOf(ln.getX()).getShape();
+        int64_t axis = ln.getAxis();
+        body << "  " << lib << "layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
+             << ", " << (ln.getBias() ? typed(ln.getBias()) : null(ln.getX())) << ", "
+             << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
+             << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
+             << dimProduct(xs, axis, xs.size()) << ", "
+             << cLiteral(ln.getEpsilon().convertToDouble(), T, sp) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](LayerNormGradOp ln) {
+        auto xs = typeOf(ln.getX()).getShape();
+        int64_t axis = ln.getAxis();
+        body << "  " << lib << "layerNormGrad(" << typed(ln.getX()) << ", " << typed(ln.getScale())
+             << ", " << typed(ln.getMean()) << ", " << typed(ln.getInvStd()) << ", "
+             << typed(ln.getDy()) << ", " << typed(ln.getDx(), true) << ", "
+             << typed(ln.getDscale(), true) << ", " << typed(ln.getDbias(), true) << ", "
+             << dimProduct(xs, 0, axis) << ", " << dimProduct(xs, axis, xs.size()) << callTail << ");\n";
+        return true;
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto sm) {
+        auto xs = typeOf(res).getShape();
+        int64_t axis = sm.getAxis();
+        body << "  " << lib << (isa<SoftmaxOp>(op) ? "softmax" : "logSoftmax") << "("
+             << typed(sm.getX()) << ", " << typed(res, true) << ", " << dimProduct(xs, 0, axis)
+             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << callTail << ");\n";
+        return true;
+      })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](auto sm) {
+        auto xs = typeOf(res).getShape();
+        int64_t axis = sm.getAxis();
+        body << "  " << lib << (isa<SoftmaxGradOp>(op) ? "softmaxGrad" : "logSoftmaxGrad") << "("
+             << typed(sm.getY()) << ", " << typed(sm.getDy()) << ", " << typed(res, true) << ", "
+             << dimProduct(xs, 0, axis) << ", " << xs[axis] << ", "
+             << dimProduct(xs, axis + 1, xs.size()) << callTail << ");\n";
+        return true;
+      })
+      .Default([](Operation *) { return false; });
+}
+
 void KernelPrinter::finishKernel(const std::string &comment, FunctionKernels &fk) {
   out << device.str();
   out << "// " << comment << "\n";

@@ -94,6 +94,10 @@ protected:
                 bool countIncludePad);
   mlir::LogicalResult unsupported(mlir::Operation *op, const std::string &why,
                                   std::string &error);
+  /// Prints the call of `op` into the kernel library when every target calls it the
+  /// same way (layout ops, reductions, GEMM, conv, pooling, norms, softmax, GELU):
+  /// `<lib>name(args<callTail>);`. Returns false for other ops.
+  bool emitLibraryCall(mlir::Operation *op);
 
   const TensorTable &table;
   ScalarSpelling sp;
@@ -103,6 +107,8 @@ protected:
   std::ostringstream body;    ///< statements of the kernel being printed
   std::ostringstream device;  ///< device functions the kernel launches (GPU)
   std::string launchNote;     ///< launch shape for the opening comment (GPU)
+  std::string lib;            ///< kernel library namespace: "ortc::kern::", "ortc::gpu::"
+  std::string callTail;       ///< trailing call arguments: "" or ", s" (the stream)
   std::ostringstream constOut; ///< file-scope declarations of the model's constants
 
 private:

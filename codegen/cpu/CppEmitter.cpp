@@ -25,7 +25,9 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 class CppPrinter : public KernelPrinter {
 public:
   explicit CppPrinter(const TensorTable &table)
-      : KernelPrinter(table, ScalarSpelling{"std::", "std::", "std::abs", false}) {}
+      : KernelPrinter(table, ScalarSpelling{"std::", "std::", "std::abs", false}) {
+    lib = "ortc::kern::";
+  }
 
 private:
   std::string signature() const override { return "(void *const *bufs, char *arena)"; }
@@ -76,6 +78,8 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         return success();
       }
   }
+  if (emitLibraryCall(op))
+    return success();
   auto copyIfDistinct = [&](Value from, Value to) {
     if (ptr(from) != ptr(to))
       emitCopy(ptr(to), ptr(from), byteSize(to));
@@ -84,77 +88,6 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
   auto fail = [&](const std::string &msg) { return unsupported(op, msg, error); };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](GeluOp g) {
-        body << "  ortc::kern::gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
-             << numElements(res) << ", " << (g.getTanh() ? "true" : "false") << ");\n";
-        return success();
-      })
-      .Case([&](GeluGradOp g) {
-        body << "  ortc::kern::geluGrad(" << typed(g.getX()) << ", " << typed(g.getDy()) << ", "
-             << typed(res, true) << ", " << numElements(res) << ", "
-             << (g.getTanh() ? "true" : "false") << ");\n";
-        return success();
-      })
-      .Case([&](BroadcastToOp b) {
-        auto in = typeOf(b.getX()).getShape();
-        SmallVector<int64_t> padded(typeOf(res).getRank() - in.size(), 1);
-        padded.append(in.begin(), in.end());
-        body << "  static const int64_t inDims[] = " << cList(padded)
-             << ", outDims[] = " << dims(res) << ";\n";
-        body << "  ortc::kern::broadcastTo(" << typed(b.getX()) << ", inDims, "
-             << typed(res, true) << ", outDims, " << padded.size() << ");\n";
-        return success();
-      })
-      .Case([&](ReshapeOp) { return success(); }) // a view: no code
-      .Case([&](TransposeOp t) {
-        body << "  static const int64_t dims[] = " << dims(t.getX())
-             << ", perm[] = " << cList(t.getPerm()) << ";\n";
-        body << "  ortc::kern::transpose(" << typed(t.getX()) << ", dims, "
-             << typeOf(t.getX()).getRank() << ", perm, " << typed(res, true) << ");\n";
-        return success();
-      })
-      .Case([&](ConcatOp c) {
-        auto shape = typeOf(res).getShape();
-        int64_t axis = c.getAxis();
-        SmallVector<int64_t> sizes;
-        body << "  const " << T << " *ins[] = {";
-        for (auto [i, v] : llvm::enumerate(c.getInputs())) {
-          body << (i ? ", " : "") << typed(v);
-          sizes.push_back(typeOf(v).getDimSize(axis));
-        }
-        body << "};\n  static const int64_t sizes[] = " << cList(sizes) << ";\n";
-        body << "  ortc::kern::concat(ins, sizes, " << sizes.size() << ", "
-             << dimProduct(shape, 0, axis) << ", " << dimProduct(shape, axis + 1, shape.size())
-             << ", " << typed(res, true) << ");\n";
-        return success();
-      })
-      .Case([&](SliceOp s) {
-        body << "  static const int64_t inDims[] = " << dims(s.getX()) << ", starts[] = "
-             << cList(s.getStarts()) << ", steps[] = " << cList(s.getSteps())
-             << ", outDims[] = " << dims(res) << ";\n";
-        body << "  ortc::kern::slice(" << typed(s.getX()) << ", inDims, "
-             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
-             << ", outDims);\n";
-        return success();
-      })
-      .Case([&](SliceGradOp s) {
-        body << "  static const int64_t dyDims[] = " << dims(s.getDy()) << ", starts[] = "
-             << cList(s.getStarts()) << ", steps[] = " << cList(s.getSteps())
-             << ", dxDims[] = " << dims(res) << ";\n";
-        body << "  ortc::kern::sliceGrad(" << typed(s.getDy()) << ", dyDims, "
-             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
-             << ", dxDims);\n";
-        return success();
-      })
-      .Case([&](PadOp p) {
-        int64_t rank = typeOf(res).getRank();
-        body << "  static const int64_t inDims[] = " << dims(p.getX()) << ", begin[] = "
-             << cList(p.getPads().take_front(rank)) << ", outDims[] = " << dims(res) << ";\n";
-        body << "  ortc::kern::pad(" << typed(p.getX()) << ", inDims, " << rank << ", begin, "
-             << cLiteral(p.getValue().convertToDouble(), T, sp) << ", " << typed(res, true)
-             << ", outDims);\n";
-        return success();
-      })
       .Case([&](GatherOp g) {
         body << "  static const int64_t dims[] = " << dims(g.getData()) << ";\n";
         body << "  if (!ortc::kern::gather(" << typed(g.getData()) << ", dims, "
@@ -170,71 +103,6 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
              << typeOf(res).getRank() << ", " << g.getAxis() << ", " << typed(g.getIndices())
              << ", " << numElements(g.getIndices()) << ", " << typed(res, true) << "))\n"
              << "    ortc_poison(" << typed(res, true) << ", " << numElements(res) << ");\n";
-        return success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
-        const char *kind = isa<ReduceSumOp>(op)    ? "Sum"
-                           : isa<ReduceMeanOp>(op) ? "Mean"
-                                                   : "Max";
-        body << "  static const int64_t dims[] = " << dims(r.getX())
-             << ", axes[] = " << cList(r.getAxes()) << ";\n";
-        body << "  ortc::kern::reduce(" << typed(r.getX()) << ", dims, "
-             << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
-             << typed(res, true) << ", ortc::kern::ReduceKind::" << kind << ");\n";
-        return success();
-      })
-      .Case([&](MatMulOp m) {
-        auto as = typeOf(m.getA()).getShape();
-        auto ys = typeOf(res).getShape();
-        size_t r = as.size();
-        int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
-        body << "  ortc::kern::matmul(" << typed(m.getA()) << ", " << typed(m.getB()) << ", "
-             << typed(res, true) << ", " << dimProduct(as, 0, r - 2) << ", " << ys[r - 2] << ", "
-             << ys[r - 1] << ", " << k << ", " << (m.getTransA() ? "true" : "false") << ", "
-             << (m.getTransB() ? "true" : "false") << ");\n";
-        return success();
-      })
-      .Case([&](ConvOp c) {
-        convGeom("ortc::kern::", c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  ortc::kern::convForward(" << typed(c.getX()) << ", " << typed(c.getW())
-             << ", " << (c.getBias() ? typed(c.getBias()) : "nullptr") << ", "
-             << typed(res, true) << ", g);\n";
-        return success();
-      })
-      .Case([&](ConvGradInputOp c) {
-        convGeom("ortc::kern::", res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  ortc::kern::convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
-             << ", " << typed(res, true) << ", g);\n";
-        return success();
-      })
-      .Case([&](ConvGradWeightOp c) {
-        convGeom("ortc::kern::", c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  ortc::kern::convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
-             << ", " << typed(res, true) << ", g);\n";
-        return success();
-      })
-      .Case<MaxPoolOp, AvgPoolOp>([&](auto p) {
-        poolGeom("ortc::kern::", p.getX(), res, p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), p.getCountIncludePad());
-        body << "  ortc::kern::" << (isa<MaxPoolOp>(op) ? "maxPool" : "avgPool") << "("
-             << typed(p.getX()) << ", " << typed(res, true) << ", g);\n";
-        return success();
-      })
-      .Case([&](MaxPoolGradOp p) {
-        poolGeom("ortc::kern::", res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), false);
-        body << "  ortc::kern::maxPoolGrad(" << typed(p.getX()) << ", " << typed(p.getDy())
-             << ", " << typed(res, true) << ", g);\n";
-        return success();
-      })
-      .Case([&](AvgPoolGradOp p) {
-        poolGeom("ortc::kern::", res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), p.getCountIncludePad());
-        body << "  ortc::kern::avgPoolGrad(" << typed(p.getDy()) << ", " << typed(res, true)
-             << ", g);\n";
         return success();
       })
       .Case([&](BatchNormTrainOp bn) {
@@ -257,54 +125,6 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
              << typed(bn.getDy()) << ", " << typed(bn.getDx(), true) << ", "
              << typed(bn.getDscale(), true) << ", " << typed(bn.getDbias(), true) << ", "
              << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size()) << ");\n";
-        return success();
-      })
-      .Case([&](BatchNormInferOp bn) {
-        auto xs = typeOf(bn.getX()).getShape();
-        body << "  ortc::kern::batchNormInfer(" << typed(bn.getX()) << ", "
-             << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
-             << typed(bn.getMean()) << ", " << typed(bn.getVar()) << ", " << typed(res, true)
-             << ", " << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size()) << ", "
-             << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ");\n";
-        return success();
-      })
-      .Case([&](LayerNormOp ln) {
-        auto xs = typeOf(ln.getX()).getShape();
-        int64_t axis = ln.getAxis();
-        body << "  ortc::kern::layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
-             << ", " << (ln.getBias() ? typed(ln.getBias()) : "nullptr") << ", "
-             << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
-             << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
-             << dimProduct(xs, axis, xs.size()) << ", "
-             << cLiteral(ln.getEpsilon().convertToDouble(), T, sp) << ");\n";
-        return success();
-      })
-      .Case([&](LayerNormGradOp ln) {
-        auto xs = typeOf(ln.getX()).getShape();
-        int64_t axis = ln.getAxis();
-        body << "  ortc::kern::layerNormGrad(" << typed(ln.getX()) << ", "
-             << typed(ln.getScale()) << ", " << typed(ln.getMean()) << ", "
-             << typed(ln.getInvStd()) << ", " << typed(ln.getDy()) << ", "
-             << typed(ln.getDx(), true) << ", " << typed(ln.getDscale(), true) << ", "
-             << typed(ln.getDbias(), true) << ", " << dimProduct(xs, 0, axis) << ", "
-             << dimProduct(xs, axis, xs.size()) << ");\n";
-        return success();
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
-        auto xs = typeOf(res).getShape();
-        int64_t axis = s.getAxis();
-        body << "  ortc::kern::" << (isa<SoftmaxOp>(op) ? "softmax" : "logSoftmax") << "("
-             << typed(s.getX()) << ", " << typed(res, true) << ", " << dimProduct(xs, 0, axis)
-             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ");\n";
-        return success();
-      })
-      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](auto s) {
-        auto xs = typeOf(res).getShape();
-        int64_t axis = s.getAxis();
-        body << "  ortc::kern::" << (isa<SoftmaxGradOp>(op) ? "softmaxGrad" : "logSoftmaxGrad")
-             << "(" << typed(s.getY()) << ", " << typed(s.getDy()) << ", " << typed(res, true)
-             << ", " << dimProduct(xs, 0, axis) << ", " << xs[axis] << ", "
-             << dimProduct(xs, axis + 1, xs.size()) << ");\n";
         return success();
       })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) {

@@ -35,7 +35,10 @@ class GpuPrinter : public KernelPrinter {
 public:
   explicit GpuPrinter(const TensorTable &table, const TargetInfo &target)
       : KernelPrinter(table, ScalarSpelling{"", "ortc::gpu::ortc_", "ortc::gpu::ortc_abs", true}),
-        target(target) {}
+        target(target) {
+    lib = "ortc::gpu::";
+    callTail = ", s";
+  }
 
 private:
   const TargetInfo &target;
@@ -72,6 +75,7 @@ private:
   std::string null(Value like) { return "(" + elemType(like) + " *)nullptr"; }
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
   void elementwiseKernel(Operation *op, Value res);
+  std::string launchShape(Operation *op);
 };
 
 /// A generated __global__ kernel for one elementwise op and its launcher body.
@@ -130,11 +134,70 @@ void GpuPrinter::elementwiseKernel(Operation *op, Value res) {
                std::to_string(blocks) + " blocks, one element per thread)";
 }
 
+/// The launch shape of a library call, for the comment opening its launcher.
+std::string GpuPrinter::launchShape(Operation *op) {
+  Value res = op->getResult(0);
+  auto grid = [&](Value v, const std::string &what) {
+    return std::to_string(std::max<int64_t>(1, (numElements(v) + kBlock - 1) / kBlock)) +
+           " blocks x " + std::to_string(kBlock) + " threads (" + what + ")";
+  };
+  auto rows = [&](int64_t n, const std::string &what) {
+    return std::to_string(n) + " blocks x " + std::to_string(kBlock) + " threads (" + what +
+           ", warp-shuffle reductions, warp size " + std::to_string(target.warpSize) + ")";
+  };
+  auto outer = [&](Value v, int64_t axis) {
+    return dimProduct(typeOf(v).getShape(), 0, axis);
+  };
+  auto aroundAxis = [&](Value v, int64_t axis) {
+    auto xs = typeOf(v).getShape();
+    return dimProduct(xs, 0, axis) * dimProduct(xs, axis + 1, xs.size());
+  };
+  const char *implicitGemm = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case<GeluOp, GeluGradOp, BatchNormInferOp>(
+          [&](auto) { return grid(res, "one element per thread"); })
+      .Case<BroadcastToOp, TransposeOp, SliceOp, PadOp, MaxPoolOp, AvgPoolOp>(
+          [&](auto) { return grid(res, "one output element per thread"); })
+      .Case([&](SliceGradOp s) { return grid(s.getDy(), "zero-fill, then one dy element per thread"); })
+      .Case<MaxPoolGradOp, AvgPoolGradOp>([&](auto p) {
+        return grid(p.getDy(), "zero-fill, then atomic adds, one dy element per thread");
+      })
+      .Case([&](ConcatOp) { return std::string("one grid-stride copy per input"); })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
+          [&](auto) { return rows(numElements(res), "one block per output element"); })
+      .Case([&](MatMulOp m) {
+        auto ys = typeOf(res).getShape();
+        size_t r = ys.size();
+        return std::string(target.vendorCode.empty() ? "" : "vendor BLAS, else ") +
+               "ortc tiled GEMM: " + std::to_string((ys[r - 1] + 63) / 64) + " x " +
+               std::to_string((ys[r - 2] + 63) / 64) + " x " +
+               std::to_string(dimProduct(typeOf(m.getA()).getShape(), 0, r - 2)) +
+               " blocks of 256 threads (64x64 tiles)";
+      })
+      .Case<ConvOp, ConvGradWeightOp>([&](auto) { return std::string(implicitGemm); })
+      .Case([&](ConvGradInputOp) {
+        return std::string("implicit-col2im tiled GEMM, 64x64 tiles of 256 threads");
+      })
+      .Case([&](LayerNormOp ln) { return rows(outer(ln.getX(), ln.getAxis()), "one block per row"); })
+      .Case([&](LayerNormGradOp ln) {
+        return rows(outer(ln.getX(), ln.getAxis()),
+                    "one block per row for dx, per column for the parameter gradients");
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>([&](auto s) {
+        return rows(aroundAxis(res, s.getAxis()), "one block per softmax row");
+      })
+      .Default([](Operation *) { return std::string(); });
+}
+
 LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
   Value res = op->getNumResults() ? op->getResult(0) : Value();
   std::string T = res ? elemType(res) : "";
   if (res && elementwise(op, SmallVector<std::string>(op->getNumOperands(), "x"))) {
     elementwiseKernel(op, res);
+    return success();
+  }
+  if (emitLibraryCall(op)) {
+    launchNote = launchShape(op);
     return success();
   }
   auto copyIfDistinct = [&](Value from, Value to) {
@@ -155,84 +218,6 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
   const std::string L = "ortc::gpu::";
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](GeluOp g) {
-        body << "  " << L << "gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
-             << numElements(res) << ", " << b(g.getTanh()) << ", s);\n";
-        gridNote(numElements(res), "one element per thread");
-        return success();
-      })
-      .Case([&](GeluGradOp g) {
-        body << "  " << L << "geluGrad(" << typed(g.getX()) << ", " << typed(g.getDy()) << ", "
-             << typed(res, true) << ", " << numElements(res) << ", " << b(g.getTanh())
-             << ", s);\n";
-        gridNote(numElements(res), "one element per thread");
-        return success();
-      })
-      .Case([&](BroadcastToOp bc) {
-        auto in = typeOf(bc.getX()).getShape();
-        SmallVector<int64_t> padded(typeOf(res).getRank() - in.size(), 1);
-        padded.append(in.begin(), in.end());
-        body << "  static const int64_t inDims[] = " << cList(padded)
-             << ", outDims[] = " << dims(res) << ";\n";
-        body << "  " << L << "broadcastTo(" << typed(bc.getX()) << ", inDims, " << typed(res, true)
-             << ", outDims, " << padded.size() << ", s);\n";
-        gridNote(numElements(res), "one output element per thread");
-        return success();
-      })
-      .Case([&](TransposeOp t) {
-        body << "  static const int64_t dims[] = " << dims(t.getX())
-             << ", perm[] = " << cList(t.getPerm()) << ";\n";
-        body << "  " << L << "transpose(" << typed(t.getX()) << ", dims, "
-             << typeOf(t.getX()).getRank() << ", perm, " << typed(res, true) << ", s);\n";
-        gridNote(numElements(res), "one output element per thread");
-        return success();
-      })
-      .Case([&](ConcatOp c) {
-        auto shape = typeOf(res).getShape();
-        int64_t axis = c.getAxis();
-        SmallVector<int64_t> sizes;
-        body << "  const " << T << " *ins[] = {";
-        for (auto [i, v] : llvm::enumerate(c.getInputs())) {
-          body << (i ? ", " : "") << typed(v);
-          sizes.push_back(typeOf(v).getDimSize(axis));
-        }
-        body << "};\n  static const int64_t sizes[] = " << cList(sizes) << ";\n";
-        body << "  " << L << "concat(ins, sizes, " << sizes.size() << ", "
-             << dimProduct(shape, 0, axis) << ", " << dimProduct(shape, axis + 1, shape.size())
-             << ", " << typed(res, true) << ", s);\n";
-        launchNote = "one grid-stride copy per input";
-        return success();
-      })
-      .Case([&](SliceOp sl) {
-        body << "  static const int64_t inDims[] = " << dims(sl.getX()) << ", starts[] = "
-             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
-             << ", outDims[] = " << dims(res) << ";\n";
-        body << "  " << L << "slice(" << typed(sl.getX()) << ", inDims, "
-             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
-             << ", outDims, s);\n";
-        gridNote(numElements(res), "one output element per thread");
-        return success();
-      })
-      .Case([&](SliceGradOp sl) {
-        body << "  static const int64_t dyDims[] = " << dims(sl.getDy()) << ", starts[] = "
-             << cList(sl.getStarts()) << ", steps[] = " << cList(sl.getSteps())
-             << ", dxDims[] = " << dims(res) << ";\n";
-        body << "  " << L << "sliceGrad(" << typed(sl.getDy()) << ", dyDims, "
-             << typeOf(res).getRank() << ", starts, steps, " << typed(res, true)
-             << ", dxDims, s);\n";
-        gridNote(numElements(sl.getDy()), "zero-fill, then one dy element per thread");
-        return success();
-      })
-      .Case([&](PadOp p) {
-        int64_t rank = typeOf(res).getRank();
-        body << "  static const int64_t inDims[] = " << dims(p.getX()) << ", begin[] = "
-             << cList(p.getPads().take_front(rank)) << ", outDims[] = " << dims(res) << ";\n";
-        body << "  " << L << "pad(" << typed(p.getX()) << ", inDims, " << rank << ", begin, "
-             << lit(p.getValue().convertToDouble(), T) << ", " << typed(res, true)
-             << ", outDims, s);\n";
-        gridNote(numElements(res), "one output element per thread");
-        return success();
-      })
       .Case([&](GatherOp g) {
         body << "  static const int64_t dims[] = " << dims(g.getData()) << ";\n";
         body << "  " << L << "gather(" << typed(g.getData()) << ", dims, "
@@ -248,83 +233,6 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << typeOf(res).getRank() << ", " << g.getAxis() << ", " << typed(g.getIndices())
              << ", " << numElements(g.getIndices()) << ", " << typed(res, true) << ", s);\n";
         gridNote(numElements(g.getDy()), "zero-fill, then atomic adds, one dy element per thread");
-        return success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
-        const char *kind = isa<ReduceSumOp>(op)    ? "Sum"
-                           : isa<ReduceMeanOp>(op) ? "Mean"
-                                                   : "Max";
-        body << "  static const int64_t dims[] = " << dims(r.getX())
-             << ", axes[] = " << cList(r.getAxes()) << ";\n";
-        body << "  " << L << "reduce(" << typed(r.getX()) << ", dims, "
-             << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
-             << typed(res, true) << ", " << L << "ReduceKind::" << kind << ", s);\n";
-        rowNote(numElements(res), kBlock, "one block per output element");
-        return success();
-      })
-      .Case([&](MatMulOp m) {
-        auto as = typeOf(m.getA()).getShape();
-        auto ys = typeOf(res).getShape();
-        size_t r = as.size();
-        int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
-        int64_t batch = dimProduct(as, 0, r - 2);
-        body << "  " << L << "matmul(" << typed(m.getA()) << ", " << typed(m.getB()) << ", "
-             << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
-             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << ", s);\n";
-        launchNote = std::string(target.vendorCode.empty() ? "" : "vendor BLAS, else ") +
-                     "ortc tiled GEMM: " +
-                     std::to_string((ys[r - 1] + 63) / 64) + " x " +
-                     std::to_string((ys[r - 2] + 63) / 64) + " x " + std::to_string(batch) +
-                     " blocks of 256 threads (64x64 tiles)";
-        return success();
-      })
-      .Case([&](ConvOp c) {
-        convGeom(L, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  " << L << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
-             << (c.getBias() ? typed(c.getBias()) : null(res)) << ", " << typed(res, true)
-             << ", g, s);\n";
-        launchNote = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
-        return success();
-      })
-      .Case([&](ConvGradInputOp c) {
-        convGeom(L, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  " << L << "convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
-             << ", " << typed(res, true) << ", g, s);\n";
-        launchNote = "implicit-col2im tiled GEMM, 64x64 tiles of 256 threads";
-        return success();
-      })
-      .Case([&](ConvGradWeightOp c) {
-        convGeom(L, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
-                 c.getGroup());
-        body << "  " << L << "convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
-             << ", " << typed(res, true) << ", g, s);\n";
-        launchNote = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
-        return success();
-      })
-      .Case<MaxPoolOp, AvgPoolOp>([&](auto p) {
-        poolGeom(L, p.getX(), res, p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), p.getCountIncludePad());
-        body << "  " << L << (isa<MaxPoolOp>(op) ? "maxPool" : "avgPool") << "("
-             << typed(p.getX()) << ", " << typed(res, true) << ", g, s);\n";
-        gridNote(numElements(res), "one output element per thread");
-        return success();
-      })
-      .Case([&](MaxPoolGradOp p) {
-        poolGeom(L, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), false);
-        body << "  " << L << "maxPoolGrad(" << typed(p.getX()) << ", " << typed(p.getDy())
-             << ", " << typed(res, true) << ", g, s);\n";
-        gridNote(numElements(p.getDy()), "zero-fill, then atomic adds, one dy element per thread");
-        return success();
-      })
-      .Case([&](AvgPoolGradOp p) {
-        poolGeom(L, res, p.getDy(), p.getKernelShape(), p.getStrides(), p.getPads(),
-                 p.getDilations(), p.getCountIncludePad());
-        body << "  " << L << "avgPoolGrad(" << typed(p.getDy()) << ", " << typed(res, true)
-             << ", g, s);\n";
-        gridNote(numElements(p.getDy()), "zero-fill, then atomic adds, one dy element per thread");
         return success();
       })
       .Case([&](BatchNormTrainOp bn) {
@@ -346,61 +254,6 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << typed(bn.getDbias(), true) << ", " << xs[0] << ", " << xs[1] << ", "
              << dimProduct(xs, 2, xs.size()) << ", s);\n";
         rowNote(xs[1], kBlock, "one block per channel");
-        return success();
-      })
-      .Case([&](BatchNormInferOp bn) {
-        auto xs = typeOf(bn.getX()).getShape();
-        body << "  " << L << "batchNormInfer(" << typed(bn.getX()) << ", " << typed(bn.getScale())
-             << ", " << typed(bn.getBias()) << ", " << typed(bn.getMean()) << ", "
-             << typed(bn.getVar()) << ", " << typed(res, true) << ", " << xs[0] << ", " << xs[1]
-             << ", " << dimProduct(xs, 2, xs.size()) << ", "
-             << lit(bn.getEpsilon().convertToDouble(), T) << ", s);\n";
-        gridNote(numElements(res), "one element per thread");
-        return success();
-      })
-      .Case([&](LayerNormOp ln) {
-        auto xs = typeOf(ln.getX()).getShape();
-        int64_t axis = ln.getAxis();
-        body << "  " << L << "layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
-             << ", " << (ln.getBias() ? typed(ln.getBias()) : null(ln.getX())) << ", "
-             << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
-             << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
-             << dimProduct(xs, axis, xs.size()) << ", "
-             << lit(ln.getEpsilon().convertToDouble(), T) << ", s);\n";
-        rowNote(dimProduct(xs, 0, axis), kBlock, "one block per row");
-        return success();
-      })
-      .Case([&](LayerNormGradOp ln) {
-        auto xs = typeOf(ln.getX()).getShape();
-        int64_t axis = ln.getAxis();
-        body << "  " << L << "layerNormGrad(" << typed(ln.getX()) << ", " << typed(ln.getScale())
-             << ", " << typed(ln.getMean()) << ", " << typed(ln.getInvStd()) << ", "
-             << typed(ln.getDy()) << ", " << typed(ln.getDx(), true) << ", "
-             << typed(ln.getDscale(), true) << ", " << typed(ln.getDbias(), true) << ", "
-             << dimProduct(xs, 0, axis) << ", " << dimProduct(xs, axis, xs.size()) << ", s);\n";
-        rowNote(dimProduct(xs, 0, axis), kBlock, "one block per row for dx, per column for the "
-                                                 "parameter gradients");
-        return success();
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto sm) {
-        auto xs = typeOf(res).getShape();
-        int64_t axis = sm.getAxis();
-        body << "  " << L << (isa<SoftmaxOp>(op) ? "softmax" : "logSoftmax") << "("
-             << typed(sm.getX()) << ", " << typed(res, true) << ", " << dimProduct(xs, 0, axis)
-             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", s);\n";
-        rowNote(dimProduct(xs, 0, axis) * dimProduct(xs, axis + 1, xs.size()), kBlock,
-                "one block per softmax row");
-        return success();
-      })
-      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](auto sm) {
-        auto xs = typeOf(res).getShape();
-        int64_t axis = sm.getAxis();
-        body << "  " << L << (isa<SoftmaxGradOp>(op) ? "softmaxGrad" : "logSoftmaxGrad") << "("
-             << typed(sm.getY()) << ", " << typed(sm.getDy()) << ", " << typed(res, true) << ", "
-             << dimProduct(xs, 0, axis) << ", " << xs[axis] << ", "
-             << dimProduct(xs, axis + 1, xs.size()) << ", s);\n";
-        rowNote(dimProduct(xs, 0, axis) * dimProduct(xs, axis + 1, xs.size()), kBlock,
-                "one block per softmax row");
         return success();
       })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) {

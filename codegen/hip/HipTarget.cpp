@@ -1,8 +1,9 @@
 //===- HipTarget.cpp - The AMD side of the GPU target seam ----------------===//
 //
-// Wavefront size 64 (CDNA, gfx90a), mask-free shuffles, the HIP runtime API, no
-// vendor GEMM (ortc's tiled kernel), and hipcc: kernels.so (host launchers with
-// the code object bundled in) plus the device-only code object kernels.hsaco.
+// Wavefront size 64 (CDNA, gfx90a), mask-free shuffles, the HIP runtime API,
+// rocBLAS when the running machine has it (else ortc's tiled GEMM), and hipcc:
+// kernels.so (host launchers with the code object bundled in) plus the device-only
+// code object kernels.hsaco.
 // gfx942 / gfx1100 need clang >= 17; the Debian hipcc (ROCm 5.2) cannot build them.
 //
 //===----------------------------------------------------------------------===//
@@ -29,6 +30,69 @@ static inline void *ortcSymbolAddress(const void *sym) {
   return p;
 }
 #define ORTC_SYMBOL_ADDRESS(sym) ortcSymbolAddress(HIP_SYMBOL(sym))
+)";
+
+// rocBLAS is not in Debian, but the machine running the step may have it: it is
+// loaded with dlopen when first used, and GEMMs fall back to ortc's tiled kernel
+// without it. Declared here from rocBLAS's stable C ABI (no header needed to build).
+const char *kRocblas = R"(
+#include <dlfcn.h>
+/// The rocBLAS entry points ortc uses (rocblas_int is int32, rocblas_stride int64).
+struct OrtcRocblas {
+  typedef int (*Create)(void **);
+  typedef int (*SetStream)(void *, hipStream_t);
+  typedef int (*Sgemm)(void *, int, int, int32_t, int32_t, int32_t, const float *, const float *, int32_t,
+                       int64_t, const float *, int32_t, int64_t, const float *, float *, int32_t, int64_t,
+                       int32_t);
+  typedef int (*Dgemm)(void *, int, int, int32_t, int32_t, int32_t, const double *, const double *, int32_t,
+                       int64_t, const double *, int32_t, int64_t, const double *, double *, int32_t, int64_t,
+                       int32_t);
+  SetStream setStream = nullptr;
+  Sgemm sgemm = nullptr;
+  Dgemm dgemm = nullptr;
+  void *handle = nullptr;
+};
+static inline OrtcRocblas *ortcRocblas() {
+  static OrtcRocblas *rb = []() -> OrtcRocblas * {
+    void *so = nullptr;
+    for (const char *n : {"librocblas.so.0", "librocblas.so", "/opt/rocm/lib/librocblas.so"})
+      if (!so)
+        so = dlopen(n, RTLD_NOW | RTLD_LOCAL);
+    if (!so)
+      return nullptr;
+    static OrtcRocblas r;
+    auto create = (OrtcRocblas::Create)dlsym(so, "rocblas_create_handle");
+    r.setStream = (OrtcRocblas::SetStream)dlsym(so, "rocblas_set_stream");
+    r.sgemm = (OrtcRocblas::Sgemm)dlsym(so, "rocblas_sgemm_strided_batched");
+    r.dgemm = (OrtcRocblas::Dgemm)dlsym(so, "rocblas_dgemm_strided_batched");
+    if (!create || !r.setStream || !r.sgemm || !r.dgemm || create(&r.handle) != 0)
+      return nullptr;
+    return &r;
+  }();
+  return rb;
+}
+/// Row-major C = op(A) op(B) as the column-major C^T = op(B)^T op(A)^T. False (the
+/// caller runs ortc's tiled kernel) without rocBLAS or on any failure.
+template <typename T>
+static bool ortcRocblasGemm(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                            bool transA, bool transB, hipStream_t stream) {
+  OrtcRocblas *rb = ortcRocblas();
+  if (!rb || batch <= 0 || M <= 0 || N <= 0 || K <= 0 || batch > 0x7fffffff || M > 0x7fffffff ||
+      N > 0x7fffffff || K > 0x7fffffff || rb->setStream(rb->handle, stream) != 0)
+    return false;
+  const int none = 111, trans = 112; // rocblas_operation
+  const T alpha = T(1), beta = T(0);
+  const int32_t m = int32_t(N), n = int32_t(M), k = int32_t(K), b = int32_t(batch);
+  const int32_t ldb = transB ? k : m, lda = transA ? n : k;
+  if (sizeof(T) == 4)
+    return rb->sgemm(rb->handle, transB ? trans : none, transA ? trans : none, m, n, k, (const float *)&alpha,
+                     (const float *)B, ldb, K * N, (const float *)A, lda, M * K, (const float *)&beta,
+                     (float *)C, m, M * N, b) == 0;
+  return rb->dgemm(rb->handle, transB ? trans : none, transA ? trans : none, m, n, k, (const double *)&alpha,
+                   (const double *)B, ldb, K * N, (const double *)A, lda, M * K, (const double *)&beta,
+                   (double *)C, m, M * N, b) == 0;
+}
+#define ORTC_VENDOR_GEMM ortcRocblasGemm
 )";
 
 std::vector<std::string> hipCommands(const std::string &hipcc, const std::vector<std::string> &archs,
@@ -65,6 +129,7 @@ TargetInfo makeRocm() {
   t.barrier = "__syncthreads()";
   t.launchBounds = "__launch_bounds__(n)";
   t.runtimeApi = kHipRuntime;
+  t.vendorCode = kRocblas;
   t.fileExtension = ".hip";
   t.deviceObject = "kernels.hsaco";
   t.validArchs = {"gfx90a"};
