@@ -352,6 +352,10 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         else
           kern::reduce(x.i.data(), x.shape.data(), x.shape.size(), axes.data(), axes.size(),
                        out.i.data(), kind);
+        // Bools are held as int64 here: the max of no bools is false, not INT64_MIN.
+        if (r.getResult().getType().getElementType().isInteger(1))
+          for (auto &v : out.i)
+            v = v > 0;
         set(r.getResult(), std::move(out));
         return success();
       })

@@ -53,6 +53,12 @@ namespace ortc {
 namespace kern {
 
 namespace detail {
+/// The identity of Max: -inf for floats, the lowest value for integers (whose
+/// numeric_limits infinity is 0, which would make the max of negative ints 0).
+template <typename T> T maxIdentity() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
 /// std::type_identity (C++20) for C++17.
 template <typename T> struct TypeIdentity { using type = T; };
 } // namespace detail
@@ -411,7 +417,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
   if (redCount == 0) {
     T v = kind == ReduceKind::Sum    ? T(0)
           : kind == ReduceKind::Mean ? std::numeric_limits<T>::quiet_NaN()
-                                     : -std::numeric_limits<T>::infinity();
+                                     : detail::maxIdentity<T>();
     std::fill(out, out + outCount, v);
     return;
   }
@@ -455,7 +461,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
     for (int64_t o = 0; o < nOut; ++o) {
       const T *base = in + detail::rowOffset(o, kDims.data(), kStr.data(), nk);
       if (kind == ReduceKind::Max) {
-        T mx = -std::numeric_limits<T>::infinity();
+        T mx = detail::maxIdentity<T>();
         for (int64_t j = 0; j < R; ++j) {
           const T *p = base + redOff[j];
           for (int64_t l = 0; l < L; ++l)
@@ -490,7 +496,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
     const int64_t n = l1 - l0;
     if (kind == ReduceKind::Max) {
       for (int64_t l = 0; l < n; ++l)
-        dst[l] = -std::numeric_limits<T>::infinity();
+        dst[l] = detail::maxIdentity<T>();
       for (int64_t j = 0; j < R; ++j) {
         const T *p = base + redOff[j];
         for (int64_t l = 0; l < n; ++l)

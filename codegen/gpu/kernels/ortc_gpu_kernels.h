@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #ifndef ORTC_WARP_SIZE
 #error "include the target prelude (ORTC_WARP_SIZE...) before ortc_gpu_kernels.h"
 #endif
@@ -60,8 +62,30 @@ __device__ inline float ortc_abs(float a) { return fabsf(a); }
 __device__ inline double ortc_abs(double a) { return fabs(a); }
 __device__ inline int64_t ortc_abs(int64_t a) { return a < 0 ? -a : a; }
 __device__ inline int32_t ortc_abs(int32_t a) { return a < 0 ? -a : a; }
-template <typename T> __host__ __device__ inline T ortc_inf() { return static_cast<T>(__builtin_huge_val()); }
-template <typename T> __host__ __device__ inline T ortc_nan() { return static_cast<T>(__builtin_nan("")); }
+/// Like std::numeric_limits<T>::infinity() / quiet_NaN(): 0 for integer T (as
+/// numeric_limits gives), never an undefined float-to-int cast.
+template <typename T> __host__ __device__ inline T ortc_inf() {
+  if constexpr (std::is_integral<T>::value)
+    return T(0);
+  else
+    return static_cast<T>(__builtin_huge_val());
+}
+template <typename T> __host__ __device__ inline T ortc_nan() {
+  if constexpr (std::is_integral<T>::value)
+    return T(0);
+  else
+    return static_cast<T>(__builtin_nan(""));
+}
+/// The identity of Max (the CPU's detail::maxIdentity): -inf for floats, the lowest
+/// value for integers (0 for the unsigned bool bytes).
+template <typename T> __host__ __device__ inline T ortc_lowest() {
+  if constexpr (!std::is_integral<T>::value)
+    return -ortc_inf<T>();
+  else if constexpr (std::is_signed<T>::value)
+    return static_cast<T>(static_cast<typename std::make_unsigned<T>::type>(1) << (sizeof(T) * 8 - 1));
+  else
+    return T(0);
+}
 template <typename T> __device__ inline bool isNaN(T v) { return v != v; }
 __device__ inline bool isFinite(float v) { return (__float_as_int(v) & 0x7f800000) != 0x7f800000; }
 __device__ inline bool isFinite(double v) {
@@ -85,7 +109,7 @@ struct MaxOp {
 
 template <typename T, typename Op> __device__ inline T warpReduce(T v, Op op) {
   for (int o = ORTC_WARP_SIZE / 2; o > 0; o >>= 1)
-    v = op(v, ORTC_SHFL_DOWN(v, o));
+    v = op(v, static_cast<T>(ORTC_SHFL_DOWN(v, o))); // (small integer T shuffles as int)
   return v; // lane 0 holds the result
 }
 
@@ -479,7 +503,8 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDi
     rem /= keptDims.d[d];
   }
   if (kind == 2) {
-    T mx = -ortc_inf<T>();
+    const T lowest = ortc_lowest<T>();
+    T mx = lowest;
     for (int64_t j = threadIdx.x; j < redCount; j += blockDim.x) {
       int64_t r = j, off = base;
       for (int d = redDims.rank - 1; d >= 0; --d) {
@@ -488,7 +513,7 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDi
       }
       mx = MaxOp()(mx, in[off]);
     }
-    mx = blockReduce(mx, MaxOp(), -ortc_inf<T>());
+    mx = blockReduce(mx, MaxOp(), lowest);
     if (threadIdx.x == 0)
       out[o] = mx;
   } else {
@@ -503,7 +528,7 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDi
     }
     acc = blockReduce(acc, SumOp(), 0.0);
     if (threadIdx.x == 0)
-      out[o] = static_cast<T>(kind == 1 ? acc / static_cast<double>(redCount) : acc);
+      out[o] = static_cast<T>(kind == 1 ? acc * (1.0 / static_cast<double>(redCount)) : acc); // as the CPU
   }
 }
 template <typename T>
@@ -532,7 +557,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int
     return;
   if (redCount == 0) {
     fill(out, outCount,
-         kind == ReduceKind::Sum ? T(0) : kind == ReduceKind::Mean ? ortc_nan<T>() : -ortc_inf<T>(), s);
+         kind == ReduceKind::Sum ? T(0) : kind == ReduceKind::Mean ? ortc_nan<T>() : ortc_lowest<T>(), s);
     return;
   }
   reduceKernel<<<gridFor(outCount, 1), kBlock, 0, s>>>(in, kd, ks, rd, rs, redCount, out, static_cast<int>(kind));
@@ -567,9 +592,13 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxKernel(const T *x, T *y, int64
   }
 }
 template <typename T> void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  if (outer * inner <= 0) // one block per line: none to launch (gridFor gives at least 1)
+    return;
   softmaxKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(x, y, axisLen, inner, false);
 }
 template <typename T> void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  if (outer * inner <= 0) // one block per line: none to launch (gridFor gives at least 1)
+    return;
   softmaxKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(x, y, axisLen, inner, true);
 }
 
@@ -589,10 +618,14 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxGradKernel(const T *y, const T
 }
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  if (outer * inner <= 0)
+    return;
   softmaxGradKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(y, dy, dx, axisLen, inner, false);
 }
 template <typename T>
 void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
+  if (outer * inner <= 0)
+    return;
   softmaxGradKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(y, dy, dx, axisLen, inner, true);
 }
 
@@ -635,6 +668,8 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormKernel(const T *x, const T *
 template <typename T>
 void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean, T *invStd, int64_t outer, int64_t inner,
                T eps, ortcStream_t s) {
+  if (outer <= 0) // one block per row
+    return;
   layerNormKernel<<<gridFor(outer, 1), kBlock, 0, s>>>(x, scale, bias, y, mean, invStd, inner, eps);
 }
 
@@ -679,9 +714,9 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormGradParamKernel(const T *x, 
 template <typename T>
 void layerNormGrad(const T *x, const T *scale, const T *mean, const T *invStd, const T *dy, T *dx, T *dscale, T *dbias,
                    int64_t outer, int64_t inner, ortcStream_t s) {
-  if (dx)
+  if (dx && outer > 0)
     layerNormGradDxKernel<<<gridFor(outer, 1), kBlock, 0, s>>>(x, scale, mean, invStd, dy, dx, inner);
-  if (dscale || dbias)
+  if ((dscale || dbias) && inner > 0)
     layerNormGradParamKernel<<<gridFor(inner, 1), kBlock, 0, s>>>(x, mean, invStd, dy, dscale, dbias, outer, inner);
 }
 
@@ -717,6 +752,8 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) batchNormTrainKernel(const T *x, cons
 template <typename T>
 void batchNormTrain(const T *x, const T *scale, const T *bias, T *y, T *mean, T *var, int64_t N, int64_t C, int64_t S,
                     T eps, ortcStream_t s) {
+  if (C <= 0) // one block per channel
+    return;
   batchNormTrainKernel<<<gridFor(C, 1), kBlock, 0, s>>>(x, scale, bias, y, mean, var, N, C, S, eps);
 }
 
@@ -752,6 +789,8 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) batchNormGradKernel(const T *x, const
 template <typename T>
 void batchNormGrad(const T *x, const T *scale, const T *mean, const T *var, T eps, const T *dy, T *dx, T *dscale,
                    T *dbias, int64_t N, int64_t C, int64_t S, ortcStream_t s) {
+  if (C <= 0)
+    return;
   batchNormGradKernel<<<gridFor(C, 1), kBlock, 0, s>>>(x, scale, mean, var, eps, dy, dx, dscale, dbias, N, C, S);
 }
 
@@ -869,6 +908,8 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyGradKernel(const T *logit
 template <typename T, typename D>
 void softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore,
                              bool hasIgnore, bool sumMode, const D *dloss, T *dlogits, ortcStream_t s) {
+  if (N <= 0) // one block per row
+    return;
   crossEntropyGradKernel<<<gridFor(N, 1), kBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore, sumMode, dloss,
                                                           dlogits);
 }
@@ -947,11 +988,11 @@ template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, ortc
 /// C[b] (M x N) = A[b] (M x K) * B[b] (K x N), written through `store`. grid =
 /// (ceil(N / 64), ceil(M / 64), batch); 256 threads, each owns a 4x4 block.
 template <typename T, typename LA, typename LB, typename ST>
-__global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, int64_t K, int64_t batchBase, LA la, LB lb, ST st) {
+__global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, int64_t K, int64_t batchBase, int64_t mBase, LA la, LB lb, ST st) {
   __shared__ T As[kTileK][kTile + 1];
   __shared__ T Bs[kTileK][kTile + 1];
   const int64_t b = batchBase + blockIdx.z;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t m0 = mBase + static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   T acc[4][4];
   for (int i = 0; i < 4; ++i)
@@ -995,10 +1036,15 @@ template <typename T, typename LA, typename LB, typename ST>
 void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, ortcStream_t s) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
+  // grid.y and grid.z are at most 65535: batches and row tiles go in chunks.
+  const int64_t mChunk = int64_t(65535) * kTile;
   for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
     const int64_t nb = batch - b0 < 65535 ? batch - b0 : 65535;
-    dim3 grid(gridFor(N, kTile), gridFor(M, kTile), static_cast<unsigned>(nb));
-    gemmTiledKernel<T><<<grid, 256, 0, s>>>(M, N, K, b0, la, lb, st);
+    for (int64_t mb = 0; mb < M; mb += mChunk) {
+      const int64_t rows = M - mb < mChunk ? M - mb : mChunk;
+      dim3 grid(gridFor(N, kTile), gridFor(rows, kTile), static_cast<unsigned>(nb));
+      gemmTiledKernel<T><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st);
+    }
   }
 }
 

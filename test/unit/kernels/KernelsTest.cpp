@@ -327,6 +327,19 @@ TEST(Reduce, MaxPropagatesNaNAndEmptyReductions) {
   EXPECT_EQ(s[0], -INFINITY);
 }
 
+TEST(Reduce, IntegerMaxOfNegativeValues) {
+  // numeric_limits<int64_t>::infinity() is 0: the identity must be the lowest value.
+  std::vector<int64_t> x = {-5, -3, -9, -1, -7, -2}, got(2);
+  Dims dims = {2, 3};
+  int64_t ax1 = 1;
+  reduce(x.data(), dims.data(), 2, &ax1, 1, got.data(), ReduceKind::Max);
+  EXPECT_EQ(got[0], -3);
+  EXPECT_EQ(got[1], -1);
+  Dims empty = {2, 0};
+  reduce(x.data(), empty.data(), 2, &ax1, 1, got.data(), ReduceKind::Max);
+  EXPECT_EQ(got[0], std::numeric_limits<int64_t>::lowest());
+}
+
 TEST(Transpose, RandomPermutations) {
   for (int trial = 0; trial < 40; ++trial) {
     const int rank = (int)randInt(1, 5);
