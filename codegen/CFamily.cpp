@@ -146,6 +146,11 @@ std::string KernelPrinter::typed(Value v, bool writable) {
          " *)(" + ptr(v) + "))";
 }
 
+std::string KernelPrinter::typedNull(Value like, bool writable) {
+  return "(" + std::string(writable ? "" : "const ") + cType(typeOf(like).getElementType()) +
+         " *)nullptr";
+}
+
 std::string KernelPrinter::destFor(unsigned resultIndex) {
   return "bufs[" + std::to_string(table.indexOf(resultName(fn, resultIndex))) + "]";
 }
@@ -259,8 +264,6 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
   std::string T = cType(typeOf(res).getElementType());
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
   auto b = [](bool v) { return v ? "true" : "false"; };
-  // A typed null pointer: the libraries deduce T from every pointer argument.
-  auto null = [&](Value like) { return "(const " + cType(typeOf(like).getElementType()) + " *)nullptr"; };
   return llvm::TypeSwitch<Operation *, bool>(op)
       .Case([&](GeluOp g) {
         body << "  " << lib << "gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
@@ -358,7 +361,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         convGeom(lib, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
         body << "  " << lib << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
-             << (c.getBias() ? typed(c.getBias()) : null(res)) << ", " << typed(res, true)
+             << (c.getBias() ? typed(c.getBias()) : typedNull(res)) << ", " << typed(res, true)
              << ", g" << callTail << ");\n";
         return true;
       })
@@ -410,7 +413,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         auto xs = typeOf(ln.getX()).getShape();
         int64_t axis = ln.getAxis();
         body << "  " << lib << "layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
-             << ", " << (ln.getBias() ? typed(ln.getBias()) : null(ln.getX())) << ", "
+             << ", " << (ln.getBias() ? typed(ln.getBias()) : typedNull(ln.getX())) << ", "
              << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
              << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
              << dimProduct(xs, axis, xs.size()) << ", "

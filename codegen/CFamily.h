@@ -77,6 +77,8 @@ protected:
   std::string ptr(mlir::Value v);
   /// The pointer cast to `const T *` (or `T *` when writable).
   std::string typed(mlir::Value v, bool writable = false);
+  /// A null pointer typed like `like` (the libraries deduce T from every pointer).
+  std::string typedNull(mlir::Value like, bool writable = false);
   /// The destination tensor of result `i` of the function being printed.
   std::string destFor(unsigned resultIndex);
   /// A splat constant's value as a literal, or nullopt.

@@ -71,8 +71,16 @@ private:
   }
   LogicalResult emitOp(Operation *op, std::string &error) override;
 
-  /// A typed null pointer (library templates deduce T from every argument).
-  std::string null(Value like) { return "(" + elemType(like) + " *)nullptr"; }
+  /// "<blocks> blocks x 256 threads (<what>)" for one thread per element of n.
+  std::string gridShape(int64_t n, const std::string &what) const {
+    return std::to_string(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)) + " blocks x " +
+           std::to_string(kBlock) + " threads (" + what + ")";
+  }
+  /// "<rows> blocks x <threads> threads (<what>, warp-shuffle reductions, warp size W)".
+  std::string rowShape(int64_t rows, int threads, const std::string &what) const {
+    return std::to_string(rows) + " blocks x " + std::to_string(threads) + " threads (" + what +
+           ", warp-shuffle reductions, warp size " + std::to_string(target.warpSize) + ")";
+  }
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
   void elementwiseKernel(Operation *op, Value res);
   std::string launchShape(Operation *op);
@@ -137,14 +145,8 @@ void GpuPrinter::elementwiseKernel(Operation *op, Value res) {
 /// The launch shape of a library call, for the comment opening its launcher.
 std::string GpuPrinter::launchShape(Operation *op) {
   Value res = op->getResult(0);
-  auto grid = [&](Value v, const std::string &what) {
-    return std::to_string(std::max<int64_t>(1, (numElements(v) + kBlock - 1) / kBlock)) +
-           " blocks x " + std::to_string(kBlock) + " threads (" + what + ")";
-  };
-  auto rows = [&](int64_t n, const std::string &what) {
-    return std::to_string(n) + " blocks x " + std::to_string(kBlock) + " threads (" + what +
-           ", warp-shuffle reductions, warp size " + std::to_string(target.warpSize) + ")";
-  };
+  auto grid = [&](Value v, const std::string &what) { return gridShape(numElements(v), what); };
+  auto rows = [&](int64_t n, const std::string &what) { return rowShape(n, kBlock, what); };
   auto outer = [&](Value v, int64_t axis) {
     return dimProduct(typeOf(v).getShape(), 0, axis);
   };
@@ -207,14 +209,9 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
   auto b = [](bool v) { return v ? "true" : "false"; };
   auto rowNote = [&](int64_t rows, int threads, const std::string &what) {
-    launchNote = std::to_string(rows) + " blocks x " + std::to_string(threads) + " threads (" +
-                 what + ", warp-shuffle reductions, warp size " +
-                 std::to_string(target.warpSize) + ")";
+    launchNote = rowShape(rows, threads, what);
   };
-  auto gridNote = [&](int64_t n, const std::string &what) {
-    launchNote = std::to_string(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)) + " blocks x " +
-                 std::to_string(kBlock) + " threads (" + what + ")";
-  };
+  auto gridNote = [&](int64_t n, const std::string &what) { launchNote = gridShape(n, what); };
   const std::string L = "ortc::gpu::";
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -301,7 +298,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
           copyIfDistinct(u.getMomentumBuffer(), u.getResult(1));
         body << "  " << L << "sgdUpdate(" << typed(u.getResult(0), true) << ", "
              << typed(u.getGrad()) << ", "
-             << (u.getMomentumBuffer() ? typed(u.getResult(1), true) : null(u.getParam()))
+             << (u.getMomentumBuffer() ? typed(u.getResult(1), true) : typedNull(u.getParam(), true))
              << ", " << numElements(u.getParam()) << ", " << typed(u.getLr()) << ", "
              << lit(u.getMomentum().convertToDouble(), T) << ", "
              << lit(u.getDampening().convertToDouble(), T) << ", " << b(u.getNesterov()) << ", "

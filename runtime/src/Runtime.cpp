@@ -328,10 +328,7 @@ ortc_status ortc_session::pullAll(unsigned roles) {
 ortc_status ortc_session::runGpu(const std::string &function, const std::vector<void *> &kernels) {
   const ortc::GpuApi &api = art->api;
   for (size_t i = 0; i < m().tensors.size(); ++i)
-    if (hostDirty[i]) {
-      if (deviceNewer[i])
-        if (ortc_status st = pull(i))
-          return st;
+    if (hostDirty[i]) { // (touch() cleared deviceNewer: the host copy is the current one)
       if (api.upload(dbufs[i], bufs[i], size_t(m().tensors[i].bytes), stream) != 0)
         return fail(ORTC_ERR_KERNEL, "copying tensor '" + m().tensors[i].name +
                                          "' to the GPU: " + api.lastError());
@@ -340,27 +337,24 @@ ortc_status ortc_session::runGpu(const std::string &function, const std::vector<
   auto gpuFail = [&](const std::string &what) {
     return fail(ORTC_ERR_KERNEL, function + ": " + what + ": " + api.lastError());
   };
-  void *const *db = dbufs.data();
-  char *arenaPtr = static_cast<char *>(darena);
-  int n = runs[function]++;
   auto it = graphs.find(function);
-  if (useGraphs && it == graphs.end() && n >= 1) {
-    if (api.captureBegin(stream) != 0)
+  bool replay = useGraphs && it != graphs.end();
+  if (!replay) {
+    bool capture = useGraphs && runs[function]++ >= 1;
+    if (capture && api.captureBegin(stream) != 0)
       return gpuFail("graph capture");
     for (void *k : kernels)
-      reinterpret_cast<GpuKernelFn>(k)(db, arenaPtr, stream);
-    void *exec = nullptr;
-    if (api.captureEnd(stream, &exec) != 0)
-      return gpuFail("graph capture");
-    it = graphs.emplace(function, exec).first;
+      reinterpret_cast<GpuKernelFn>(k)(dbufs.data(), static_cast<char *>(darena), stream);
+    if (capture) {
+      void *exec = nullptr;
+      if (api.captureEnd(stream, &exec) != 0)
+        return gpuFail("graph capture");
+      it = graphs.emplace(function, exec).first;
+      replay = true;
+    }
   }
-  if (useGraphs && it != graphs.end()) {
-    if (api.graphLaunch(it->second, stream) != 0)
-      return gpuFail("graph launch");
-  } else {
-    for (void *k : kernels)
-      reinterpret_cast<GpuKernelFn>(k)(db, arenaPtr, stream);
-  }
+  if (replay && api.graphLaunch(it->second, stream) != 0)
+    return gpuFail("graph launch");
   if (api.sync(stream) != 0)
     return gpuFail("the step failed on the GPU");
   std::fill(deviceNewer.begin(), deviceNewer.end(), 1);
