@@ -184,6 +184,10 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       })
       .Case([&](ReluOp) { return maxOf(a[0], T + "(0)"); })
       .Case([&](AbsOp) { return sp.abs + "(" + a[0] + ")"; })
+      .Case([&](FloorOp) { return m + "floor(" + a[0] + ")"; })
+      .Case([&](CeilOp) { return m + "ceil(" + a[0] + ")"; })
+      // rint rounds halves to even under the default rounding mode, as ONNX Round.
+      .Case([&](RoundOp) { return m + "rint(" + a[0] + ")"; })
       .Case([&](NotOp) { return flag("!" + a[0]); })
       .Case([&](ScaleOp s) {
         return "static_cast<" + T + ">(" + a[0] + " * " +

@@ -181,6 +181,9 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](SigmoidOp) { return unaryF([](T a) { return T(1) / (T(1) + std::exp(-a)); }); })
       .Case([&](ReluOp) { return map(op, [](T a, T) { return a > 0 ? a : T(0); }, [](int64_t a, int64_t) { return a > 0 ? a : 0; }); })
       .Case([&](AbsOp) { return map(op, [](T a, T) { return std::abs(a); }, [](int64_t a, int64_t) { return a < 0 ? -a : a; }); })
+      .Case([&](FloorOp) { return unaryF([](T a) { return std::floor(a); }); })
+      .Case([&](CeilOp) { return unaryF([](T a) { return std::ceil(a); }); })
+      .Case([&](RoundOp) { return unaryF([](T a) { return std::nearbyint(a); }); })
       .Case([&](NotOp) { return map(op, [](T a, T) { return T(!a); }, [](int64_t a, int64_t) { return int64_t(!a); }); })
       .Case([&](ScaleOp sc) {
         double k = sc.getFactor().convertToDouble();

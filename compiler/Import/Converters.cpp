@@ -1242,6 +1242,287 @@ LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
   return success();
 }
 
+//===-- ops that exporters write, as compositions of core ops ---------------===//
+//
+// Activations, predicates and rounding that PyTorch 2.x and torchvision exports use.
+// Each becomes a few core ops whose gradient rules (and kernels, on every target)
+// exist already; the compositions are written so that no branch overflows where
+// the other is selected (exp of a clamped argument), since a select's gradient
+// multiplies the unselected branch by zero and inf * 0 would poison it.
+
+RankedTensorType boolLike(NodeCtx &nc, Value v) {
+  return tensorTypeOf(v).clone(nc.b.getI1Type());
+}
+
+/// ONNX element type of an MLIR element type (the inverse of elementTypeOf).
+int32_t onnxTypeOf(Type t) {
+  if (t.isF32()) return onnx::TensorProto::FLOAT;
+  if (t.isF64()) return onnx::TensorProto::DOUBLE;
+  if (t.isF16()) return onnx::TensorProto::FLOAT16;
+  if (t.isBF16()) return onnx::TensorProto::BFLOAT16;
+  if (t.isInteger(64)) return onnx::TensorProto::INT64;
+  if (t.isInteger(32)) return onnx::TensorProto::INT32;
+  if (t.isInteger(1)) return onnx::TensorProto::BOOL;
+  return onnx::TensorProto::UNDEFINED;
+}
+
+/// Float input 0, or a failure naming the op's float-only contract.
+LogicalResult floatInput(NodeCtx &nc, Value &x) {
+  x = nc.in(0);
+  if (!isa<FloatType>(tensorTypeOf(x).getElementType()))
+    return nc.fail("input must be a float tensor");
+  return success();
+}
+
+/// exp(min(x, 0)) - 1: the negative branch of ELU-like ops, finite for every x.
+Value expm1OfNegativePart(NodeCtx &nc, Value x) {
+  Value e = ExpOp::create(nc.b, nc.loc, MinOp::create(nc.b, nc.loc, x, splatLike(nc.b, nc.loc, x, 0)));
+  return SubOp::create(nc.b, nc.loc, e, splatLike(nc.b, nc.loc, x, 1.0));
+}
+
+/// x > 0 ? x : neg (PyTorch's convention at 0: the negative branch's slope).
+Value positiveOr(NodeCtx &nc, Value x, Value neg) {
+  Value pos = GreaterOp::create(nc.b, nc.loc, boolLike(nc, x), x, splatLike(nc.b, nc.loc, x, 0));
+  return SelectOp::create(nc.b, nc.loc, pos, x, neg);
+}
+
+LogicalResult convLeakyRelu(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, positiveOr(nc, x, scale(nc.b, nc.loc, x, nc.attrFloat("alpha", 0.01))));
+  return success();
+}
+
+LogicalResult convElu(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  Value neg = scale(nc.b, nc.loc, expm1OfNegativePart(nc, x), nc.attrFloat("alpha", 1.0));
+  nc.setOutput(0, positiveOr(nc, x, neg));
+  return success();
+}
+
+LogicalResult convSelu(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  // ONNX's defaults are float32 roundings of SELU's constants; use the exact ones
+  // PyTorch uses when the attributes are absent.
+  double alpha = nc.attrFloat("alpha", 1.6732632423543772848170429916717);
+  double gamma = nc.attrFloat("gamma", 1.0507009873554804934193349852946);
+  if (!nc.attr("alpha")) alpha = 1.6732632423543772848170429916717;
+  if (!nc.attr("gamma")) gamma = 1.0507009873554804934193349852946;
+  Value neg = scale(nc.b, nc.loc, expm1OfNegativePart(nc, x), alpha);
+  nc.setOutput(0, scale(nc.b, nc.loc, positiveOr(nc, x, neg), gamma));
+  return success();
+}
+
+/// log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)), finite for every x.
+Value softplus(NodeCtx &nc, Value x) {
+  Value relu = ReluOp::create(nc.b, nc.loc, x);
+  Value e = ExpOp::create(nc.b, nc.loc, NegOp::create(nc.b, nc.loc, AbsOp::create(nc.b, nc.loc, x)));
+  Value l = LogOp::create(nc.b, nc.loc, AddOp::create(nc.b, nc.loc, splatLike(nc.b, nc.loc, x, 1.0), e));
+  return AddOp::create(nc.b, nc.loc, relu, l);
+}
+
+LogicalResult convSoftplus(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, softplus(nc, x));
+  return success();
+}
+
+LogicalResult convMish(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, MulOp::create(nc.b, nc.loc, x, TanhOp::create(nc.b, nc.loc, softplus(nc, x))));
+  return success();
+}
+
+/// clip(alpha * x + beta, 0, 1).
+Value hardSigmoid(NodeCtx &nc, Value x, double alpha, double beta) {
+  Value lin = AddOp::create(nc.b, nc.loc, scale(nc.b, nc.loc, x, alpha), splatLike(nc.b, nc.loc, x, beta));
+  return ClipOp::create(nc.b, nc.loc, lin, nc.b.getF64FloatAttr(0.0), nc.b.getF64FloatAttr(1.0));
+}
+
+LogicalResult convHardSigmoid(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, hardSigmoid(nc, x, nc.attrFloat("alpha", 0.2), nc.attrFloat("beta", 0.5)));
+  return success();
+}
+
+LogicalResult convHardSwish(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, MulOp::create(nc.b, nc.loc, x, hardSigmoid(nc, x, 1.0 / 6.0, 0.5)));
+  return success();
+}
+
+LogicalResult convPRelu(NodeCtx &nc) {
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  Value slope = nc.in(1);
+  // The slope broadcasts to x (unidirectionally); its gradient sums back.
+  auto shape = broadcastShapes(tensorTypeOf(slope).getShape(), tensorTypeOf(x).getShape());
+  if (failed(shape) || llvm::ArrayRef<int64_t>(*shape) != tensorTypeOf(x).getShape())
+    return nc.fail("slope cannot be broadcast to the input's shape");
+  if (tensorTypeOf(slope).getElementType() != tensorTypeOf(x).getElementType())
+    return nc.fail("slope and input have different element types");
+  slope = broadcastTo(nc.b, nc.loc, slope, tensorTypeOf(x).getShape());
+  nc.setOutput(0, positiveOr(nc, x, MulOp::create(nc.b, nc.loc, x, slope)));
+  return success();
+}
+
+LogicalResult convSign(NodeCtx &nc) {
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    nc.setOutputHost(0, hostMap({&x}, x.elemType, [](auto &a) {
+      return double((a[0] > 0) - (a[0] < 0));
+    }));
+    return success();
+  }
+  Value x = nc.in(0), zero = splatLike(nc.b, nc.loc, x, 0);
+  Value pos = GreaterOp::create(nc.b, nc.loc, boolLike(nc, x), x, zero);
+  Value neg = LessOp::create(nc.b, nc.loc, boolLike(nc, x), x, zero);
+  Value r = SelectOp::create(nc.b, nc.loc, neg, splatLike(nc.b, nc.loc, x, -1.0), zero);
+  nc.setOutput(0, SelectOp::create(nc.b, nc.loc, pos, splatLike(nc.b, nc.loc, x, 1.0), r));
+  return success();
+}
+
+template <typename OpT> LogicalResult rounding(NodeCtx &nc, double (*f)(double)) {
+  if (nc.allHost())
+    return unaryFoldable<OpT>(nc, f);
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  nc.setOutput(0, OpT::create(nc.b, nc.loc, x));
+  return success();
+}
+LogicalResult convFloor(NodeCtx &nc) { return rounding<FloorOp>(nc, [](double a) { return std::floor(a); }); }
+LogicalResult convCeil(NodeCtx &nc) { return rounding<CeilOp>(nc, [](double a) { return std::ceil(a); }); }
+LogicalResult convRound(NodeCtx &nc) { return rounding<RoundOp>(nc, [](double a) { return std::nearbyint(a); }); }
+
+LogicalResult convIsNaN(NodeCtx &nc) {
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    nc.setOutputHost(0, hostMap({&x}, onnx::TensorProto::BOOL,
+                                [](auto &a) { return std::isnan(a[0]) ? 1.0 : 0.0; }));
+    return success();
+  }
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  // NaN is the only value that is not equal to itself.
+  Value eq = EqualOp::create(nc.b, nc.loc, boolLike(nc, x), x, x);
+  nc.setOutput(0, NotOp::create(nc.b, nc.loc, eq));
+  return success();
+}
+
+LogicalResult convIsInf(NodeCtx &nc) {
+  bool pos = nc.attrInt("detect_positive", 1) != 0, neg = nc.attrInt("detect_negative", 1) != 0;
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    nc.setOutputHost(0, hostMap({&x}, onnx::TensorProto::BOOL, [=](auto &a) {
+      return std::isinf(a[0]) && ((a[0] > 0 && pos) || (a[0] < 0 && neg)) ? 1.0 : 0.0;
+    }));
+    return success();
+  }
+  Value x;
+  if (failed(floatInput(nc, x)))
+    return failure();
+  // Beyond the largest finite value of the type means infinite (NaN compares false).
+  auto ft = cast<FloatType>(tensorTypeOf(x).getElementType());
+  double largest = APFloat::getLargest(ft.getFloatSemantics()).convertToDouble();
+  Value big = splatLike(nc.b, nc.loc, x, largest);
+  Value r;
+  if (pos && neg)
+    r = GreaterOp::create(nc.b, nc.loc, boolLike(nc, x), AbsOp::create(nc.b, nc.loc, x), big);
+  else if (pos)
+    r = GreaterOp::create(nc.b, nc.loc, boolLike(nc, x), x, big);
+  else if (neg)
+    r = LessOp::create(nc.b, nc.loc, boolLike(nc, x), x, splatLike(nc.b, nc.loc, x, -largest));
+  else
+    r = splat(nc.b, nc.loc, boolLike(nc, x), 0);
+  nc.setOutput(0, r);
+  return success();
+}
+
+LogicalResult convCastLike(NodeCtx &nc) {
+  Type elt = nc.type(1).getElementType();
+  int32_t to = nc.constant(1) ? nc.constant(1)->elemType : onnxTypeOf(elt);
+  if (nc.allHost()) {
+    const HostTensor &x = *nc.constant(0);
+    bool toBool = to == onnx::TensorProto::BOOL;
+    nc.setOutputHost(0, hostMap({&x}, to, [toBool](auto &a) {
+      return toBool ? (a[0] != 0 ? 1.0 : 0.0) : a[0];
+    }));
+    return success();
+  }
+  Value x = nc.in(0);
+  nc.setOutput(0, tensorTypeOf(x).getElementType() == elt
+                      ? x
+                      : CastOp::create(nc.b, nc.loc, tensorTypeOf(x).clone(elt), x).getResult());
+  return success();
+}
+
+/// Comparisons and logic without an op of their own, composed so that NaN compares
+/// false as in IEEE (a >= b is a > b or a == b, not !(a < b)).
+template <typename CmpOp>
+LogicalResult orEqual(NodeCtx &nc, HostFn f) {
+  if (nc.allHost())
+    return binary<CmpOp, true>(nc, f);
+  std::vector<Value> v{nc.in(0), nc.in(1)};
+  if (failed(broadcastAll(nc, v)))
+    return failure();
+  if (tensorTypeOf(v[0]).getElementType() != tensorTypeOf(v[1]).getElementType())
+    return nc.fail("inputs have different element types");
+  auto bt = boolLike(nc, v[0]);
+  Value strict = CmpOp::create(nc.b, nc.loc, bt, v[0], v[1]);
+  Value eq = EqualOp::create(nc.b, nc.loc, bt, v[0], v[1]);
+  // a || b == !(!a && !b)
+  Value both = AndOp::create(nc.b, nc.loc, bt, NotOp::create(nc.b, nc.loc, strict),
+                             NotOp::create(nc.b, nc.loc, eq));
+  nc.setOutput(0, NotOp::create(nc.b, nc.loc, both));
+  return success();
+}
+LogicalResult convGreaterOrEqual(NodeCtx &nc) {
+  return orEqual<GreaterOp>(nc, [](double a, double b) { return a >= b ? 1.0 : 0.0; });
+}
+LogicalResult convLessOrEqual(NodeCtx &nc) {
+  return orEqual<LessOp>(nc, [](double a, double b) { return a <= b ? 1.0 : 0.0; });
+}
+
+LogicalResult convOr(NodeCtx &nc) {
+  if (nc.allHost())
+    return binary<AndOp, true>(nc, [](double a, double b) { return a || b ? 1.0 : 0.0; });
+  std::vector<Value> v{nc.in(0), nc.in(1)};
+  if (failed(broadcastAll(nc, v)))
+    return failure();
+  auto bt = boolLike(nc, v[0]);
+  Value both = AndOp::create(nc.b, nc.loc, bt, NotOp::create(nc.b, nc.loc, v[0]),
+                             NotOp::create(nc.b, nc.loc, v[1]));
+  nc.setOutput(0, NotOp::create(nc.b, nc.loc, both));
+  return success();
+}
+
+LogicalResult convXor(NodeCtx &nc) {
+  if (nc.allHost())
+    return binary<EqualOp, true>(nc, [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; });
+  std::vector<Value> v{nc.in(0), nc.in(1)};
+  if (failed(broadcastAll(nc, v)))
+    return failure();
+  Value eq = EqualOp::create(nc.b, nc.loc, boolLike(nc, v[0]), v[0], v[1]);
+  nc.setOutput(0, NotOp::create(nc.b, nc.loc, eq));
+  return success();
+}
+
 } // namespace
 
 const std::map<std::string, ConverterInfo> &converterTable() {
@@ -1252,6 +1533,8 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"AveragePool", {convAveragePool, 7}},
       {"BatchNormalization", {convBatchNorm, 7}},
       {"Cast", {convCast, 7}},
+      {"CastLike", {convCastLike, 15}},
+      {"Ceil", {convCeil, 7}},
       {"Clip", {convClip, 7}},
       {"Concat", {convConcat, 7}},
       {"Constant", {convConstant, 7}},
@@ -1259,29 +1542,41 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Conv", {convConv, 7}},
       {"Div", {convDiv, 7}},
       {"Dropout", {convDropout, 7}},
+      {"Elu", {convElu, 7}},
       {"Equal", {convEqual, 7}},
       {"Erf", {unary<ErfOp>, 9}},
       {"Exp", {unary<ExpOp>, 7}},
       {"Expand", {convExpand, 8}},
       {"Flatten", {convFlatten, 7}},
+      {"Floor", {convFloor, 7}},
       {"Gather", {convGather, 7}},
       {"Gelu", {convGelu, 20}},
       {"Gemm", {convGemm, 7}},
       {"GlobalAveragePool", {convGlobalAveragePool, 7}},
       {"GlobalMaxPool", {convGlobalMaxPool, 7}},
       {"Greater", {convGreater, 7}},
+      {"GreaterOrEqual", {convGreaterOrEqual, 12}},
+      {"HardSigmoid", {convHardSigmoid, 7}},
+      {"HardSwish", {convHardSwish, 14}},
       {"Identity", {convIdentity, 7}},
+      {"IsInf", {convIsInf, 10}},
+      {"IsNaN", {convIsNaN, 9}},
       {"LayerNormalization", {convLayerNorm, 17}},
+      {"LeakyRelu", {convLeakyRelu, 7}},
       {"Less", {convLess, 7}},
+      {"LessOrEqual", {convLessOrEqual, 12}},
       {"Log", {unary<LogOp>, 7}},
       {"LogSoftmax", {convLogSoftmax, 7}},
       {"MatMul", {convMatMul, 7}},
       {"Max", {convMax, 7}},
       {"MaxPool", {convMaxPool, 7}},
       {"Min", {convMin, 7}},
+      {"Mish", {convMish, 18}},
       {"Mul", {convMul, 7}},
       {"Neg", {convNeg, 7}},
       {"Not", {convNot, 7}},
+      {"Or", {convOr, 7}},
+      {"PRelu", {convPRelu, 7}},
       {"Pad", {convPad, 7}},
       {"Pow", {convPow, 7}},
       {"Range", {convRange, 11}},
@@ -1291,12 +1586,16 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"ReduceSum", {convReduceSum, 7}},
       {"Relu", {unary<ReluOp>, 7}},
       {"Reshape", {convReshape, 7}},
+      {"Round", {convRound, 11}},
+      {"Selu", {convSelu, 7}},
       {"Shape", {convShape, 7}},
       {"Sigmoid", {unary<SigmoidOp>, 7}},
+      {"Sign", {convSign, 9}},
       {"Size", {convSize, 7}},
       {"Slice", {convSlice, 7}},
       {"Softmax", {convSoftmax, 7}},
       {"SoftmaxCrossEntropyLoss", {convSoftmaxCrossEntropy, 12}},
+      {"Softplus", {convSoftplus, 7}},
       {"Split", {convSplit, 7}},
       {"Sqrt", {convSqrt, 7}},
       {"Squeeze", {convSqueeze, 7}},
@@ -1308,6 +1607,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Trilu", {convTrilu, 14}},
       {"Unsqueeze", {convUnsqueeze, 7}},
       {"Where", {convWhere, 9}},
+      {"Xor", {convXor, 7}},
   };
   return table;
 }

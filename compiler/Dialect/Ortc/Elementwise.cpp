@@ -91,6 +91,18 @@ ORTC_UNARY_GRAD(ClipOp, {
 })
 #undef ORTC_UNARY_GRAD
 
+// Piecewise-constant ops pass no gradient (PyTorch's floor/ceil/round give zeros).
+#define ORTC_NO_GRAD(OP)                                                       \
+  LogicalResult OP::buildGradient(OpBuilder &, ArrayRef<Value>,                \
+                                  SmallVectorImpl<Value> &operandGrads) {      \
+    operandGrads.assign(1, Value());                                           \
+    return success();                                                          \
+  }
+ORTC_NO_GRAD(FloorOp)
+ORTC_NO_GRAD(CeilOp)
+ORTC_NO_GRAD(RoundOp)
+#undef ORTC_NO_GRAD
+
 LogicalResult CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());

@@ -23,6 +23,10 @@ def Ortc_SigmoidOp : Ortc_UnaryOp<"sigmoid">;
 def Ortc_ReluOp : Ortc_UnaryOp<"relu">;
 def Ortc_AbsOp : Ortc_UnaryOp<"abs">;
 def Ortc_NotOp : Ortc_UnaryOp<"not">;
+// Rounding (ONNX Floor, Ceil, Round: halves to even). Piecewise constant: no gradient.
+def Ortc_FloorOp : Ortc_UnaryOp<"floor">;
+def Ortc_CeilOp : Ortc_UnaryOp<"ceil">;
+def Ortc_RoundOp : Ortc_UnaryOp<"round">;
 
 def Ortc_GeluOp : Ortc_UnaryOp<"gelu"> {
   let summary = "GELU; `tanh` selects PyTorch's approximate='tanh'";
