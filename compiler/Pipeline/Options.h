@@ -56,6 +56,7 @@ struct BuildOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clipGradNorm = 0.0;
   std::vector<std::string> freeze;
+  std::vector<std::string> trainable;
 
   // Pipeline control and debugging.
   std::optional<Phase> stopAfter;

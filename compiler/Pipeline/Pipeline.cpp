@@ -83,6 +83,7 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createAttachLoss(loss));
     AutodiffOptions ad;
     ad.freeze.assign(options.freeze.begin(), options.freeze.end());
+    ad.trainable.assign(options.trainable.begin(), options.trainable.end());
     pm.addPass(createAutodiff(ad));
     OptimizerOptions opt;
     opt.optimizer = options.optimizer;

@@ -3,8 +3,9 @@
 // Algorithm:
 //  1. Clone @forward (which returns the scalar loss) into @eval_step, with inference
 //     semantics (BatchNorm on running statistics, Dropout off), and into @train_step.
-//  2. In @train_step, every float weight that --freeze does not match becomes a
-//     candidate argument. Values reachable from candidates are "varied".
+//  2. In @train_step, every float weight that the rule of WeightRules.h leaves
+//     trainable (not frozen, not an exporter-made constant) becomes a candidate
+//     argument. Values reachable from candidates are "varied".
 //  3. Walk the ops backwards from d(loss) = 1. For each op with an incoming gradient
 //     call its GradientOpInterface and add the operand gradients into a map (values
 //     used several times, e.g. tied weights and residuals, get their gradients
@@ -20,6 +21,7 @@
 #include "compiler/Dialect/Ortc/Builders.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/autodiff/WeightRules.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/GlobPattern.h"
@@ -79,18 +81,19 @@ void AutodiffPass::runOnOperation() {
                      "(run ortc-attach-loss first)");
     return signalPassFailure();
   }
-  std::vector<llvm::GlobPattern> frozen;
-  for (const std::string &g : freeze) {
-    auto pat = llvm::GlobPattern::create(g);
-    if (!pat) {
-      module.emitError() << "--freeze '" << g << "' is not a valid glob";
-      return signalPassFailure();
-    }
-    frozen.push_back(std::move(*pat));
+  WeightRule rule;
+  std::string error;
+  if (!rule.init(trainable, freeze, error)) {
+    module.emitError() << error;
+    return signalPassFailure();
   }
-  auto isFrozen = [&](StringRef name) {
-    return llvm::any_of(frozen, [&](const llvm::GlobPattern &p) { return p.match(name); });
-  };
+  std::vector<std::string> weightNames;
+  module.walk([&](GlobalOp g) { weightNames.push_back(g.getSymName().str()); });
+  if (auto bad = rule.unmatched(weightNames); !bad.empty()) {
+    auto diag = module.emitError() << "no weight matches ";
+    llvm::interleaveComma(bad, diag);
+    return signalPassFailure();
+  }
 
   OpBuilder mb(module.getContext());
   mb.setInsertionPointAfter(forward);
@@ -109,8 +112,13 @@ void AutodiffPass::runOnOperation() {
     auto global = module.lookupSymbol<GlobalOp>(name);
     if (!isFloatValue(ws[0].getResult()))
       continue;
-    if (isFrozen(name)) {
+    if (rule.frozen(name)) {
       global.setKind("frozen");
+      continue;
+    }
+    if (!rule.forcedTrainable(name) &&
+        !exporterConstantReason(name, numElements(ws[0].getType().getShape())).empty()) {
+      global.setKind("constant");
       continue;
     }
     BlockArgument arg = addArgument(fn, ws[0].getType(), name, "parameter");

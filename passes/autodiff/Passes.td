@@ -30,7 +30,9 @@ def AttachLoss : Pass<"ortc-attach-loss", "mlir::ModuleOp"> {
 def Autodiff : Pass<"ortc-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff: builds @train_step (loss + gradients) and @eval_step";
   let description = [{
-    Classifies every weight (parameter, buffer, frozen, constant), makes parameters and
+    Classifies every weight (parameter, buffer, frozen, constant) by the rule of
+    WeightRules.h (exporter-made constants never train; --trainable / --freeze
+    override; a glob that matches no weight is an error), makes parameters and
     buffers arguments of `@train_step`, walks the forward ops backwards calling each
     op's GradientOpInterface, sums gradients of values used more than once, and
     returns the loss, one gradient per parameter and the updated BatchNorm running
@@ -38,7 +40,9 @@ def Autodiff : Pass<"ortc-autodiff", "mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"freeze", "freeze", "std::string",
-               "Globs of weight names kept out of training">
+               "Globs of weight names kept out of training">,
+    ListOption<"trainable", "trainable", "std::string",
+               "Globs of weight names trained even where the rule says constant">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

@@ -72,3 +72,38 @@ class TempDir:
 
     def __exit__(self, *exc):
         self.t.cleanup()
+
+
+# The oracle of every end-to-end numerics test is PyTorch's float64 run. ortc's float32 must be
+# as near it as PyTorch's own float32 run is, with 3x slack and a plain floor:
+#   per step:   |L - L64| / max(|L64|, 1e-3)        <= max(LOSS_FLOOR, 3 * PyTorch f32's)
+#   per tensor: ||dp - dp64|| / ||dp64||, dp = p_N - p_0  <= max(UPDATE_FLOOR, 3 * PyTorch f32's)
+LOSS_FLOOR, UPDATE_FLOOR, SLACK = 1e-4, 2e-3, 3.0
+
+
+def loss_err(got, want64):
+    return abs(float(got) - float(want64)) / max(abs(float(want64)), 1e-3)
+
+
+def check_oracle(losses, losses64, losses32, updates, updates64, updates32, what=""):
+    """Judges ortc's run against PyTorch float64 with PyTorch float32 as the yardstick.
+    losses*: per-step losses; updates*: {tensor name: p_N - p_0}. `updates` may name a subset
+    of updates64 (tensors left out of the comparison); each must be present in the others.
+    Returns a list of failure messages (empty when ortc is within the oracle) and a summary
+    {"loss": worst ortc/allowed ratio info, ...} for printing."""
+    failures, worst = [], {"loss": 0.0, "update": 0.0, "loss32": 0.0, "update32": 0.0}
+    if len(losses) != len(losses64):
+        return ["%s: %d losses, want %d" % (what, len(losses), len(losses64))], worst
+    for i, (l, l64, l32) in enumerate(zip(losses, losses64, losses32)):
+        e, e32 = loss_err(l, l64), loss_err(l32, l64)
+        worst["loss"], worst["loss32"] = max(worst["loss"], e), max(worst["loss32"], e32)
+        if not e <= max(LOSS_FLOOR, SLACK * e32):
+            failures.append("%s step %d: loss %r is %.2e from float64 %r (PyTorch float32: %.2e)"
+                            % (what, i + 1, l, e, l64, e32))
+    for name, dp in updates.items():
+        e, e32 = rel_err(dp, updates64[name]), rel_err(updates32[name], updates64[name])
+        worst["update"], worst["update32"] = max(worst["update"], e), max(worst["update32"], e32)
+        if not e <= max(UPDATE_FLOOR, SLACK * e32):
+            failures.append("%s: update of '%s' is %.2e from float64 (PyTorch float32: %.2e)"
+                            % (what, name, e, e32))
+    return failures, worst

@@ -1,21 +1,28 @@
 # End to end on the CPU target: `ortc build` + `ortc train` for 5 steps with SGD (momentum,
-# weight decay) and AdamW must reproduce PyTorch's loss at every step within 1e-4 relative
-# and each parameter's update over the run (p5 - p0) within 2e-3 relative, BatchNorm
-# running statistics included.
+# weight decay) and AdamW, judged against PyTorch's float64 run (the oracle; a float32 run of
+# another framework is no ground truth): ortc's float32 must be as near the float64 run as
+# PyTorch's float32 is (ortc_testlib.check_oracle), for the loss at every step and for each
+# parameter's update over the run (p5 - p0), BatchNorm running statistics included.
 import json
 import os
 import unittest
 
 import numpy as np
 
-from ortc_testlib import ORTC, SAMPLES, TempDir, feed_of, reference, rel_err, run, without_dropout
+from ortc_testlib import (ORTC, SAMPLES, TempDir, check_oracle, feed_of, reference, run,
+                          without_dropout)
 
 STEPS = 5
+# AdamW's lr is 0.004, not 0.003: at 0.003 the cnn's first step lands one pre-ReLU value
+# at 2e-7, inside float32 rounding of the ReLU kink, so whether its gradient passes is a
+# coin flip for any float32 implementation (PyTorch's included) and the float64 oracle
+# cannot judge the run. Along the 0.004 trajectory every ReLU input and MaxPool gap stays
+# >= 5e-5 from its kink.
 CONFIGS = {
     "sgd": (["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay", "0.01"],
             ["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay", "0.01"], 0.05),
     "adamw": (["--optimizer", "adamw", "--weight-decay", "0.01"],
-              ["--optimizer", "adamw", "--weight-decay", "0.01"], 0.003),
+              ["--optimizer", "adamw", "--weight-decay", "0.01"], 0.004),
 }
 
 
@@ -23,8 +30,9 @@ class TrainVsTorch(unittest.TestCase):
     def check(self, name, opt):
         build_args, ref_args, lr = CONFIGS[opt]
         with TempDir() as d:
-            ref = reference(name, d, "--dtype", "float32", "--steps", str(STEPS), "--lr", str(lr),
-                            "--no-dropout", *ref_args)
+            common = ("--steps", str(STEPS), "--lr", str(lr), "--no-dropout", *ref_args)
+            ref = reference(name, d, "--dtype", "float64", *common)
+            ref32 = reference(name, d, "--dtype", "float32", *common)
             model = without_dropout(name, d)
             art = os.path.join(d, "m.ortc")
             run([ORTC, "build", model, "-o", art, "--dim", "batch=4"] + build_args)
@@ -34,32 +42,32 @@ class TrainVsTorch(unittest.TestCase):
                  "--lr", str(lr), "--log-json", log, "--save-params", params])
             with open(log) as f:
                 losses = [json.loads(line)["loss"] for line in f]
-            self.assertEqual(len(losses), STEPS)
-            for i, (got, want) in enumerate(zip(losses, ref["losses"])):
-                self.assertLess(abs(got - want) / abs(want), 1e-4,
-                                "%s/%s step %d: loss %r vs torch %r" % (name, opt, i + 1, got, want))
             trained = dict(np.load(params))
-            checked = 0
             # Parameters whose gradient is zero in exact arithmetic (a conv bias right
-            # before BatchNorm, BERT's key bias): both sides see only rounding noise, and
-            # AdamW turns noise into full-size steps, so their updates (and, through the
-            # bias, the BatchNorm running means) cannot be compared.
+            # before BatchNorm, BERT's key bias): every float32 run sees only rounding noise,
+            # and AdamW turns noise into full-size steps, so their updates (and, through the
+            # bias, the BatchNorm running means) are not compared.
             noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
-                          and np.abs(ref[k]).max() < 1e-6 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
+                          and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
+            upd, upd64, upd32 = {}, {}, {}
             for key in ref:
                 if not key.startswith("final/"):
                     continue
                 pname = key[len("final/"):]
                 self.assertIn(pname, trained, "ortc did not save '%s'" % pname)
-                want = ref[key] - ref["init/" + pname]
-                got = trained[pname] - ref["init/" + pname]
                 if pname in noise_only or (opt == "adamw" and noise_only and
                                            pname.endswith("running_mean")):
                     continue
-                err = rel_err(got, want)
-                self.assertLess(err, 2e-3, "%s/%s: update of '%s' off by %.2e" % (name, opt, pname, err))
-                checked += 1
-            self.assertGreater(checked, 0)
+                p0 = ref["init/" + pname].astype(np.float64)
+                upd[pname] = trained[pname] - p0
+                upd64[pname] = ref[key] - p0
+                upd32[pname] = ref32[key] - p0
+            self.assertGreater(len(upd), 0)
+            failures, worst = check_oracle(losses, ref["losses"], ref32["losses"], upd, upd64, upd32,
+                                           "%s/%s" % (name, opt))
+            print("%s/%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
+                  % (name, opt, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
+            self.assertFalse(failures, "\n".join(failures))
 
 
 for _name in SAMPLES:

@@ -96,6 +96,8 @@ int main(int argc, char **argv) {
   train->add_option("--eps", b.eps, "AdamW epsilon")->default_val(1e-8);
   train->add_option("--clip-grad-norm", b.clipGradNorm, "Clip the global gradient norm");
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
+  train->add_option("--trainable", b.trainable,
+                    "Train matching weights that the rule takes as exporter constants (glob)");
   auto *debug = build->add_option_group("Debugging", "Look inside the compile");
   std::string phases;
   for (const std::string &p : ortc::phaseNames())
@@ -113,6 +115,8 @@ int main(int argc, char **argv) {
   inspect->add_option("model", inspectModel, "The ONNX model")->required()->check(CLI::ExistingFile);
   inspect->add_option("--dim", dims, "Bind a symbolic dim: NAME=N (repeatable)");
   inspect->add_option("--shape", shapes, "Set an input's shape: INPUT=AxBxC (repeatable)");
+  inspect->add_option("--freeze", b.freeze, "As build: keep matching weights out of training");
+  inspect->add_option("--trainable", b.trainable, "As build: train matching weights");
 
   ortc::TrainOptions t;
   auto *trainCmd = app.add_subcommand("train", "Train a compiled artifact");

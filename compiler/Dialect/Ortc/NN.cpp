@@ -209,6 +209,39 @@ LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult BatchNormInferOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                              SmallVectorImpl<Value> &grads) {
+  grads.assign(5, Value());
+  Value dy = dys[0];
+  if (!dy)
+    return success();
+  Location loc = getLoc();
+  auto xType = getX().getType();
+  int64_t channels = xType.getDimSize(1);
+  // Per-channel [C] vectors broadcast along dim 1 of x.
+  SmallVector<int64_t> chanShape(xType.getRank(), 1);
+  chanShape[1] = channels;
+  auto perChannel = [&](Value v) {
+    return broadcastTo(b, loc, reshapeTo(b, loc, v, chanShape), xType.getShape());
+  };
+  SmallVector<int64_t> others;
+  for (int64_t d = 0; d < xType.getRank(); ++d)
+    if (d != 1)
+      others.push_back(d);
+  auto sumPerChannel = [&](Value v) {
+    return reshapeTo(b, loc, ReduceSumOp::create(b, loc, v, others, false), {channels});
+  };
+  Value eps = splatLike(b, loc, getVar(), getEpsilon().convertToDouble());
+  Value invStd = DivOp::create(b, loc, splatLike(b, loc, getVar(), 1.0),
+                               SqrtOp::create(b, loc, AddOp::create(b, loc, getVar(), eps)));
+  grads[0] = MulOp::create(b, loc, dy, perChannel(MulOp::create(b, loc, getScale(), invStd)));
+  Value xhat = MulOp::create(b, loc, SubOp::create(b, loc, getX(), perChannel(getMean())),
+                             perChannel(invStd));
+  grads[1] = sumPerChannel(MulOp::create(b, loc, dy, xhat));
+  grads[2] = sumPerChannel(dy);
+  return success();
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {

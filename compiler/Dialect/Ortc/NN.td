@@ -105,8 +105,13 @@ def Ortc_BatchNormGradOp : Ortc_Op<"batch_norm_grad", [Pure]> {
   let assemblyFormat = "$x `,` $scale `,` $mean `,` $var `,` $dy attr-dict `:` functional-type(operands, results)";
 }
 
-def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure]> {
+def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let summary = "BatchNorm with given (running) statistics";
+  let description = [{
+    Trains like a PyTorch BatchNorm module in eval mode: x, scale and bias get
+    gradients, the statistics are frozen (no gradient, never updated).
+  }];
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
                        Ortc_FloatTensor:$bias, Ortc_FloatTensor:$mean,
                        Ortc_FloatTensor:$var, F64Attr:$epsilon);

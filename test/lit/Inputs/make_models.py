@@ -390,6 +390,39 @@ def weights():
     return model(nodes, [vi("x", F, ["batch", 3])], outputs, inits)
 
 
+@register("exporter-literals.onnxtxt")
+def exporter_literals():
+    """A tanh-GELU MLP written the way PyTorch 2.x exports it: literals lifted into
+    scalar initializers (val_N), a legacy-style folded scalar, LayerNorm weights merged
+    into one shared all-ones tensor, and a BatchNorm in inference form."""
+    s = lambda name, v: nh.from_array(np.array(v, dtype=np.float32), name)
+    nodes = [
+        node("MatMul", ["x", "fc.weight"], ["h"], "fc"),
+        node("Mul", ["h", "val_0"], ["half"], "mul_half"),
+        node("Mul", ["h", "h"], ["h2"], "sq"),
+        node("Mul", ["h2", "h"], ["h3"], "cube"),
+        node("Mul", ["h3", "onnx::Mul_7"], ["c3"], "mul_c"),
+        node("Add", ["h", "c3"], ["inner"], "add_inner"),
+        node("Mul", ["inner", "val_1"], ["scaled"], "mul_k"),
+        node("Tanh", ["scaled"], ["t"], "tanh"),
+        node("Add", ["t", "val_2"], ["t1"], "add_one"),
+        node("Mul", ["half", "t1"], ["g"], "gelu_out"),
+        node("LayerNormalization", ["g", "ln.shared", "ln.zero"], ["n1"], "ln1", axis=-1),
+        node("LayerNormalization", ["n1", "ln.shared", "ln.zero"], ["n2"], "ln2", axis=-1),
+        node("Unsqueeze", ["n2", "axes2"], ["n4"], "to4d"),
+        node("BatchNormalization", ["n4", "bn.weight", "bn.bias", "bn.running_mean",
+                                    "bn.running_var"], ["b4"], "bn"),
+        node("Reshape", ["b4", "shape2"], ["logits"], "flat"),
+    ]
+    w = (np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5) * 0.1
+    inits = [nh.from_array(w, "fc.weight"), s("val_0", 0.5), s("onnx::Mul_7", 0.044715),
+             s("val_1", 0.7978846), s("val_2", 1.0), s("ln.shared", np.ones(4)),
+             s("ln.zero", np.zeros(4)), i64("axes2", [2, 3]), s("bn.weight", np.ones(4)),
+             s("bn.bias", np.zeros(4)), s("bn.running_mean", np.zeros(4)),
+             s("bn.running_var", np.ones(4)), i64("shape2", [2, 4])]
+    return model(nodes, [vi("x", F, [2, 3])], [out("logits")], inits)
+
+
 @register("int-matmul.onnxtxt")
 def int_matmul():
     # ortc.matmul takes float tensors: the verifier refuses this after conversion, and

@@ -271,6 +271,17 @@ std::vector<Case> cases() {
                  "  %rv = ortc.constant dense<1.0> : tensor<2xf64>\n"
                  "  %y, %m, %v = ortc.batch_norm_train %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f64, momentum = 0.9 : f64} : (tensor<3x2x2x2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>) -> (tensor<3x2x2x2xf64>, tensor<2xf64>, tensor<2xf64>)",
                  {3, 2, 2, 2}});
+  // Inference form: statistics frozen (constants), x, scale and bias get gradients.
+  out.push_back({"batch_norm_infer", {{"x", {3, 2, 2, 2}}, {"s", {2}, 0.5, 1.5}, {"b", {2}}},
+                 "  %rm = ortc.constant dense<[0.3, -0.2]> : tensor<2xf64>\n"
+                 "  %rv = ortc.constant dense<[0.7, 1.6]> : tensor<2xf64>\n"
+                 "  %y = ortc.batch_norm_infer %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f64} : (tensor<3x2x2x2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>) -> tensor<3x2x2x2xf64>",
+                 {3, 2, 2, 2}});
+  // Rounding passes no gradient: zero, as the finite differences away from the steps.
+  out.push_back({"floor_plus_a", {{"a", {2, 3}, 0.1, 0.9}},
+                 "  %f = ortc.floor %a : tensor<2x3xf64>\n"
+                 "  %y = ortc.add %f, %a : tensor<2x3xf64>",
+                 {2, 3}});
   out.push_back({"layer_norm", {{"x", {2, 3, 4}}, {"s", {4}}, {"b", {4}}},
                  "  %y, %m, %i = ortc.layer_norm %x, %s, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf64>, tensor<4xf64>, tensor<4xf64>) -> (tensor<2x3x4xf64>, tensor<2x3x1xf64>, tensor<2x3x1xf64>)",
                  {2, 3, 4}});
