@@ -179,6 +179,8 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Case([&](SqrtOp) { return m + "sqrt(" + a[0] + ")"; })
       .Case([&](ErfOp) { return m + "erf(" + a[0] + ")"; })
       .Case([&](TanhOp) { return m + "tanh(" + a[0] + ")"; })
+      .Case([&](SinOp) { return m + "sin(" + a[0] + ")"; })
+      .Case([&](CosOp) { return m + "cos(" + a[0] + ")"; })
       .Case([&](SigmoidOp) {
         return T + "(1) / (" + T + "(1) + " + m + "exp(-" + a[0] + "))";
       })

@@ -178,6 +178,8 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](SqrtOp) { return unaryF([](T a) { return std::sqrt(a); }); })
       .Case([&](ErfOp) { return unaryF([](T a) { return std::erf(a); }); })
       .Case([&](TanhOp) { return unaryF([](T a) { return std::tanh(a); }); })
+      .Case([&](SinOp) { return unaryF([](T a) { return std::sin(a); }); })
+      .Case([&](CosOp) { return unaryF([](T a) { return std::cos(a); }); })
       .Case([&](SigmoidOp) { return unaryF([](T a) { return T(1) / (T(1) + std::exp(-a)); }); })
       .Case([&](ReluOp) { return map(op, [](T a, T) { return a > 0 ? a : T(0); }, [](int64_t a, int64_t) { return a > 0 ? a : 0; }); })
       .Case([&](AbsOp) { return map(op, [](T a, T) { return std::abs(a); }, [](int64_t a, int64_t) { return a < 0 ? -a : a; }); })

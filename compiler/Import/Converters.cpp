@@ -1,7 +1,7 @@
 //===- Converters.cpp - One small converter per ONNX op ------------------===//
 //
 // Each converter maps one ONNX node onto ortc ops, reading ONNX's attribute/input
-// forms for every opset from 7 to 23 (axes as attributes or as inputs, Split's
+// forms for every opset from 7 to 28 (ONNX 1.23) (axes as attributes or as inputs, Split's
 // num_outputs...). Nodes whose inputs are all known at import time are evaluated on
 // the host, which is how shape subgraphs (Shape, ConstantOfShape, Range...) fold.
 //
@@ -1212,18 +1212,109 @@ LogicalResult convDropout(NodeCtx &nc) {
   return success();
 }
 
-LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
-  if (nc.has(2))
-    return nc.fail("class weights are not supported");
-  if (nc.outputUsed(1))
-    return nc.fail("the log_prob output is not supported");
-  std::string reduction = nc.attrString("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum")
-    return nc.fail("reduction '" + reduction + "' is not supported");
-  Value logits = nc.in(0), labels = nc.in(1);
-  Shape ls = shapeOf(tensorTypeOf(logits)), ys = shapeOf(tensorTypeOf(labels));
+/// ONNX NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and targets
+/// [N, d...], as a one-hot selection (x where class == target), so that every part has
+/// a gradient rule: loss_i = -w[t_i] * x[i, t_i], ignored targets contribute 0;
+/// "mean" divides by the sum of the kept weights (PyTorch and ONNX).
+Value nllLoss(NodeCtx &nc, Value x, Value target, Value weight,
+              std::optional<int64_t> ignore, const std::string &reduction) {
+  OpBuilder &b = nc.b;
+  Location loc = nc.loc;
+  auto xt = tensorTypeOf(x);
+  Shape xs = shapeOf(xt), ts = shapeOf(tensorTypeOf(target));
+  int64_t classes = xs[1];
+  if (!tensorTypeOf(target).getElementType().isInteger(64))
+    target = CastOp::create(b, loc, tensorTypeOf(target).clone(b.getI64Type()), target);
+  // [N, 1, d...] targets against a [1, C, 1...] class index.
+  Shape tk = ts;
+  tk.insert(tk.begin() + 1, 1);
+  Value t = broadcastTo(b, loc, reshape(nc, target, tk), xs);
+  Shape cshape(xs.size(), 1);
+  cshape[1] = classes;
+  std::vector<int64_t> iota(classes);
+  std::iota(iota.begin(), iota.end(), 0);
+  auto ct = RankedTensorType::get(cshape, b.getI64Type());
+  Value cls = broadcastTo(b, loc, ConstantOp::create(b, loc, DenseElementsAttr::get(ct, ArrayRef<int64_t>(iota))), xs);
+  auto bx = xt.clone(b.getI1Type());
+  Value hit = EqualOp::create(b, loc, bx, t, cls);
+  Value zero = splatLike(b, loc, x, 0.0);
+  SmallVector<int64_t> classAxis{1};
+  Value picked = ReduceSumOp::create(b, loc, SelectOp::create(b, loc, hit, x, zero), classAxis, false);
+  // Per-element weight w[t] (1 without class weights), 0 where ignored.
+  Value w;
+  if (weight) {
+    Value wb = broadcastTo(b, loc, reshape(nc, weight, cshape), xs);
+    w = ReduceSumOp::create(b, loc, SelectOp::create(b, loc, hit, wb, zero), classAxis, false);
+  } else {
+    w = splatLike(b, loc, picked, 1.0);
+  }
+  if (ignore) {
+    auto bt = tensorTypeOf(target).clone(b.getI1Type());
+    Value ig = EqualOp::create(b, loc, bt, target, splatLike(b, loc, target, double(*ignore)));
+    w = SelectOp::create(b, loc, ig, splatLike(b, loc, w, 0.0), w);
+  }
+  Value perElem = NegOp::create(b, loc, MulOp::create(b, loc, picked, w));
+  if (reduction == "none")
+    return perElem;
+  SmallVector<int64_t> all;
+  for (size_t d = 0; d < ts.size(); ++d)
+    all.push_back(d);
+  Value total = ReduceSumOp::create(b, loc, perElem, all, false);
+  if (reduction == "sum")
+    return total;
+  return DivOp::create(b, loc, total, ReduceSumOp::create(b, loc, w, all, false));
+}
+
+LogicalResult lossReduction(NodeCtx &nc, std::string &reduction) {
+  reduction = nc.attrString("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return nc.fail("unknown reduction '" + reduction + "'");
+  return success();
+}
+
+LogicalResult lossShapes(NodeCtx &nc, size_t weightIdx) {
+  Shape ls = shapeOf(nc.type(0)), ys = shapeOf(nc.type(1));
   if (ls.size() < 2 || ys.size() != ls.size() - 1 || ys[0] != ls[0])
     return nc.fail("scores must be [N,C,...] and labels [N,...]");
+  for (size_t d = 2; d < ls.size(); ++d)
+    if (ys[d - 1] != ls[d])
+      return nc.fail("labels must be the scores' shape without the class dim");
+  if (!isa<IntegerType>(nc.type(1).getElementType()) || nc.type(1).getElementType().isInteger(1))
+    return nc.fail("labels must be integers");
+  if (nc.has(weightIdx) && shapeOf(nc.type(weightIdx)) != Shape{ls[1]})
+    return nc.fail("class weights must be a [C] tensor");
+  return success();
+}
+
+LogicalResult convNegativeLogLikelihoodLoss(NodeCtx &nc) {
+  std::string reduction;
+  if (failed(lossReduction(nc, reduction)) || failed(lossShapes(nc, 2)))
+    return failure();
+  std::optional<int64_t> ignore;
+  if (nc.attr("ignore_index"))
+    ignore = nc.attrInt("ignore_index", 0);
+  nc.setOutput(0, nllLoss(nc, nc.in(0), nc.in(1), nc.has(2) ? nc.in(2) : Value(), ignore,
+                          reduction));
+  return success();
+}
+
+LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
+  std::string reduction;
+  if (failed(lossReduction(nc, reduction)) || failed(lossShapes(nc, 2)))
+    return failure();
+  Value logits = nc.in(0), labels = nc.in(1);
+  Shape ls = shapeOf(tensorTypeOf(logits)), ys = shapeOf(tensorTypeOf(labels));
+  std::optional<int64_t> ignore;
+  if (nc.attr("ignore_index"))
+    ignore = nc.attrInt("ignore_index", 0);
+  // Weights, per-element losses or the log_prob output: log_softmax + NLL.
+  if (nc.has(2) || reduction == "none" || nc.outputUsed(1)) {
+    Value logp = LogSoftmaxOp::create(nc.b, nc.loc, logits, 1);
+    nc.setOutput(0, nllLoss(nc, logp, labels, nc.has(2) ? nc.in(2) : Value(), ignore, reduction));
+    nc.setOutput(1, logp);
+    return success();
+  }
+  // The common case: one fused op over [rows, C].
   if (ls.size() > 2) {
     // [N,C,d...] -> [N,d...,C] -> [N*d..., C]
     Shape perm{0};
@@ -1234,10 +1325,10 @@ LogicalResult convSoftmaxCrossEntropy(NodeCtx &nc) {
     logits = reshape(nc, logits, {numElements(ls) / ls[1], ls[1]});
     labels = reshape(nc, labels, {numElements(ys)});
   }
-  IntegerAttr ignore;
-  if (nc.attr("ignore_index"))
-    ignore = nc.b.getI64IntegerAttr(nc.attrInt("ignore_index", 0));
-  nc.setOutput(0, SoftmaxCrossEntropyOp::create(nc.b, nc.loc, logits, labels, ignore,
+  if (!tensorTypeOf(labels).getElementType().isInteger(64))
+    labels = CastOp::create(nc.b, nc.loc, tensorTypeOf(labels).clone(nc.b.getI64Type()), labels);
+  IntegerAttr ignoreAttr = ignore ? nc.b.getI64IntegerAttr(*ignore) : IntegerAttr();
+  nc.setOutput(0, SoftmaxCrossEntropyOp::create(nc.b, nc.loc, logits, labels, ignoreAttr,
                                                 nc.b.getStringAttr(reduction)));
   return success();
 }
@@ -1523,6 +1614,258 @@ LogicalResult convXor(NodeCtx &nc) {
   return success();
 }
 
+//===-- index ops whose indices are known at import time --------------------===//
+//
+// Exporters compute the indices of GatherElements / GatherND from shapes and masks,
+// so they are import-time constants. Then both ops are a `gather` of the flattened
+// data at precomputed flat offsets: one kernel on every target, and `gather`'s
+// gradient rule (a scatter-add) trains through them. Indices computed at run time
+// are refused with the reason.
+
+/// Flat offsets of GatherElements(data, indices, axis), or failure.
+LogicalResult gatherElementsOffsets(NodeCtx &nc, const Shape &data, const HostTensor &ix,
+                                    int64_t axis, std::vector<int64_t> &flat) {
+  if (ix.shape.size() != data.size())
+    return nc.fail("indices must have the rank of the data");
+  Shape ds = stridesOf(data), is = stridesOf(ix.shape);
+  for (int64_t k = 0; k < ix.numel(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < data.size(); ++d) {
+      int64_t c = (k / is[d]) % ix.shape[d];
+      if ((int64_t)d == axis) {
+        c = toInt64(ix.data[k]);
+        if (c < -data[d] || c >= data[d])
+          return nc.fail("index " + std::to_string(c) + " out of range");
+        c = c < 0 ? c + data[d] : c;
+      } else if (c >= data[d]) {
+        return nc.fail("indices are larger than the data outside the axis");
+      }
+      off += c * ds[d];
+    }
+    flat.push_back(off);
+  }
+  return success();
+}
+
+/// Gathers the flattened input 0 at `flat`, shaped `shape` (host or IR).
+LogicalResult gatherFlat(NodeCtx &nc, const std::vector<int64_t> &flat, const Shape &shape) {
+  if (const HostTensor *x = nc.constant(0); x && !nc.operand(0).isTrainableCandidate()) {
+    nc.setOutputHost(0, hostTake(*x, shape, flat));
+    return success();
+  }
+  Value x = nc.in(0);
+  Value flatX = reshape(nc, x, {numElements(shapeOf(tensorTypeOf(x)))});
+  HostTensor idx;
+  idx.elemType = onnx::TensorProto::INT64;
+  idx.shape = shape;
+  idx.data.assign(flat.begin(), flat.end());
+  Operand io;
+  io.type = RankedTensorType::get(shape, nc.b.getI64Type());
+  io.host = std::move(idx);
+  Value ixv = nc.ic.materialize(io, nc.loc);
+  auto op = nc.checked<GatherOp>(1, flatX, ixv, int64_t(0));
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+LogicalResult convGatherElements(NodeCtx &nc) {
+  Shape data = shapeOf(nc.type(0));
+  int64_t rank = data.size(), axis = nc.attrInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  const HostTensor *ix = nc.constant(1);
+  if (!ix)
+    return nc.fail("indices computed at run time are not supported (only indices known at "
+                   "compile time, as exporters write them)");
+  std::vector<int64_t> flat;
+  if (failed(gatherElementsOffsets(nc, data, *ix, normAxis(axis, rank), flat)))
+    return failure();
+  return gatherFlat(nc, flat, ix->shape);
+}
+
+LogicalResult convGatherND(NodeCtx &nc) {
+  Shape data = shapeOf(nc.type(0));
+  int64_t b = nc.attrInt("batch_dims", 0);
+  const HostTensor *ix = nc.constant(1);
+  if (!ix)
+    return nc.fail("indices computed at run time are not supported (only indices known at "
+                   "compile time, as exporters write them)");
+  if (ix->shape.empty())
+    return nc.fail("indices must have rank >= 1");
+  int64_t q = ix->shape.size(), last = ix->shape.back(), r = data.size();
+  if (b < 0 || b >= std::min<int64_t>(q, r) || last < 1 || b + last > r)
+    return nc.fail("indices do not fit the data (batch_dims " + std::to_string(b) + ")");
+  for (int64_t d = 0; d < b; ++d)
+    if (ix->shape[d] != data[d])
+      return nc.fail("batch dims of indices and data differ");
+  // out = indices.shape[:-1] + data.shape[b + last:]
+  Shape out(ix->shape.begin(), ix->shape.end() - 1);
+  Shape tail(data.begin() + b + last, data.end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  int64_t inner = numElements(tail);
+  Shape ds = stridesOf(data);
+  Shape bs(data.begin(), data.begin() + b);
+  Shape bst = stridesOf(bs);
+  int64_t tuples = ix->numel() / last;
+  int64_t perBatch = tuples / std::max<int64_t>(1, numElements(bs));
+  std::vector<int64_t> flat;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t batch = perBatch ? t / perBatch : 0, off = 0;
+    for (int64_t d = 0; d < b; ++d)
+      off += ((batch / bst[d]) % bs[d]) * ds[d];
+    for (int64_t k = 0; k < last; ++k) {
+      int64_t c = toInt64(ix->data[t * last + k]), dim = data[b + k];
+      if (c < -dim || c >= dim)
+        return nc.fail("index " + std::to_string(c) + " out of range");
+      off += (c < 0 ? c + dim : c) * ds[b + k];
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      flat.push_back(off + i);
+  }
+  return gatherFlat(nc, flat, out);
+}
+
+LogicalResult convCumSum(NodeCtx &nc) {
+  const HostTensor *ax = nc.constant(1);
+  if (!ax || ax->numel() != 1)
+    return nc.fail("axis must be a scalar known at compile time");
+  if (!nc.allHost())
+    return nc.fail("a cumulative sum computed at run time is not supported yet (only one "
+                   "known at compile time, as exporters write for masks and positions)");
+  const HostTensor &x = *nc.constant(0);
+  int64_t rank = x.shape.size(), axis = toInt64(ax->data[0]);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  bool exclusive = nc.attrInt("exclusive", 0), reverse = nc.attrInt("reverse", 0);
+  HostTensor out = x;
+  int64_t n = x.shape[axis], inner = stridesOf(x.shape)[axis];
+  int64_t outer = x.numel() / std::max<int64_t>(1, n * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t j = reverse ? n - 1 - k : k;
+        int64_t at = (o * n + j) * inner + i;
+        double v = x.data[at];
+        out.data[at] = exclusive ? acc : acc + v;
+        acc += v;
+      }
+    }
+  nc.setOutputHost(0, out);
+  return success();
+}
+
+LogicalResult convMod(NodeCtx &nc) {
+  bool fmod = nc.attrInt("fmod", 0);
+  if (nc.allHost()) {
+    const HostTensor *a = nc.constant(0), *b = nc.constant(1);
+    if (failed(checkHostBroadcast(nc, {a, b})))
+      return failure();
+    if (!a->isFloat() && llvm::any_of(b->data, [](double d) { return d == 0; }))
+      return nc.fail("integer modulo by zero");
+    nc.setOutputHost(0, hostMap({a, b}, a->elemType, [fmod](auto &v) {
+      double r = std::fmod(v[0], v[1]);
+      // fmod=0: the sign of the divisor (Python's %).
+      if (!fmod && r != 0 && ((r < 0) != (v[1] < 0)))
+        r += v[1];
+      return r;
+    }));
+    return success();
+  }
+  std::vector<Value> v{nc.in(0), nc.in(1)};
+  if (failed(broadcastAll(nc, v)))
+    return failure();
+  if (!isa<FloatType>(tensorTypeOf(v[0]).getElementType()))
+    return nc.fail("integer Mod computed at run time is not supported");
+  // a - q * b with q = floor(a / b) (fmod=0) or trunc(a / b) (fmod=1).
+  Value q = DivOp::create(nc.b, nc.loc, v[0], v[1]);
+  Value fl = FloorOp::create(nc.b, nc.loc, q);
+  if (fmod) {
+    Value neg = LessOp::create(nc.b, nc.loc, boolLike(nc, q), q, splatLike(nc.b, nc.loc, q, 0));
+    fl = SelectOp::create(nc.b, nc.loc, neg, CeilOp::create(nc.b, nc.loc, q), fl);
+  }
+  nc.setOutput(0, SubOp::create(nc.b, nc.loc, v[0], MulOp::create(nc.b, nc.loc, fl, v[1])));
+  return success();
+}
+
+//===-- sequences (import time only) ---------------------------------------===//
+
+LogicalResult convSplitToSequence(NodeCtx &nc) {
+  Shape in = shapeOf(nc.type(0));
+  int64_t rank = in.size(), axis = nc.attrInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  bool keep = nc.attrInt("keepdims", 1) != 0;
+  Shape sizes;
+  if (!nc.has(1)) {
+    sizes.assign(in[axis], 1);
+  } else {
+    const HostTensor *sp = nc.constant(1);
+    if (!sp)
+      return nc.fail("split must be known at compile time");
+    keep = true; // keepdims only applies without `split`
+    if (sp->shape.empty()) {
+      int64_t chunk = toInt64(sp->data[0]);
+      if (chunk <= 0)
+        return nc.fail("split must be positive");
+      for (int64_t left = in[axis]; left > 0; left -= chunk)
+        sizes.push_back(std::min(chunk, left));
+    } else {
+      sizes = sp->ints();
+    }
+  }
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != in[axis])
+    return nc.fail("split sizes do not add up to the axis size");
+  auto seq = std::make_shared<std::vector<Operand>>();
+  int64_t offset = 0;
+  for (int64_t n : sizes) {
+    Shape starts(rank, 0), sz = in, steps(rank, 1);
+    starts[axis] = offset;
+    sz[axis] = n;
+    offset += n;
+    Operand piece;
+    Shape outShape = sz;
+    if (!keep)
+      outShape.erase(outShape.begin() + axis);
+    if (const HostTensor *x = nc.constant(0); x && !nc.operand(0).isTrainableCandidate()) {
+      piece.host = hostTake(*x, outShape, sliceIndices(x->shape, starts, sz, steps));
+      piece.type = RankedTensorType::get(outShape, nc.type(0).getElementType());
+    } else {
+      auto op = nc.checked<SliceOp>(1, nc.in(0), starts, sz, steps);
+      if (!op)
+        return failure();
+      piece.value = reshape(nc, op, outShape);
+      piece.type = tensorTypeOf(piece.value);
+    }
+    seq->push_back(std::move(piece));
+  }
+  Operand out;
+  out.sequence = seq;
+  nc.ic.values[nc.node.output(0)] = out;
+  return success();
+}
+
+LogicalResult convSequenceAt(NodeCtx &nc) {
+  Operand &s = nc.operand(0);
+  if (!s.sequence)
+    return nc.fail("input 0 is not a sequence ortc knows at compile time");
+  const HostTensor *pos = nc.constant(1);
+  if (!pos || pos->numel() != 1)
+    return nc.fail("position must be a scalar known at compile time");
+  int64_t n = s.sequence->size(), i = toInt64(pos->data[0]);
+  if (i < -n || i >= n)
+    return nc.fail("position " + std::to_string(i) + " out of range");
+  nc.ic.values[nc.node.output(0)] = (*s.sequence)[i < 0 ? i + n : i];
+  return success();
+}
+
+LogicalResult convSin(NodeCtx &nc) { return unaryFoldable<SinOp>(nc, [](double a) { return std::sin(a); }); }
+LogicalResult convCos(NodeCtx &nc) { return unaryFoldable<CosOp>(nc, [](double a) { return std::cos(a); }); }
+
 } // namespace
 
 const std::map<std::string, ConverterInfo> &converterTable() {
@@ -1540,6 +1883,8 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Constant", {convConstant, 7}},
       {"ConstantOfShape", {convConstantOfShape, 9}},
       {"Conv", {convConv, 7}},
+      {"Cos", {convCos, 7}},
+      {"CumSum", {convCumSum, 11}},
       {"Div", {convDiv, 7}},
       {"Dropout", {convDropout, 7}},
       {"Elu", {convElu, 7}},
@@ -1550,6 +1895,8 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Flatten", {convFlatten, 7}},
       {"Floor", {convFloor, 7}},
       {"Gather", {convGather, 7}},
+      {"GatherElements", {convGatherElements, 11}},
+      {"GatherND", {convGatherND, 11}},
       {"Gelu", {convGelu, 20}},
       {"Gemm", {convGemm, 7}},
       {"GlobalAveragePool", {convGlobalAveragePool, 7}},
@@ -1572,7 +1919,9 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"MaxPool", {convMaxPool, 7}},
       {"Min", {convMin, 7}},
       {"Mish", {convMish, 18}},
+      {"Mod", {convMod, 10}},
       {"Mul", {convMul, 7}},
+      {"NegativeLogLikelihoodLoss", {convNegativeLogLikelihoodLoss, 12}},
       {"Neg", {convNeg, 7}},
       {"Not", {convNot, 7}},
       {"Or", {convOr, 7}},
@@ -1588,15 +1937,18 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Reshape", {convReshape, 7}},
       {"Round", {convRound, 11}},
       {"Selu", {convSelu, 7}},
+      {"SequenceAt", {convSequenceAt, 11}},
       {"Shape", {convShape, 7}},
       {"Sigmoid", {unary<SigmoidOp>, 7}},
       {"Sign", {convSign, 9}},
+      {"Sin", {convSin, 7}},
       {"Size", {convSize, 7}},
       {"Slice", {convSlice, 7}},
       {"Softmax", {convSoftmax, 7}},
       {"SoftmaxCrossEntropyLoss", {convSoftmaxCrossEntropy, 12}},
       {"Softplus", {convSoftplus, 7}},
       {"Split", {convSplit, 7}},
+      {"SplitToSequence", {convSplitToSequence, 11}},
       {"Sqrt", {convSqrt, 7}},
       {"Squeeze", {convSqueeze, 7}},
       {"Sub", {convSub, 7}},

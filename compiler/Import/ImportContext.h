@@ -13,6 +13,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -41,7 +42,10 @@ struct Operand {
   mlir::Value value;               ///< set when materialised in the IR
   std::optional<HostTensor> host;  ///< set when known at import time
   std::string weight;              ///< initializer name, if it is one
-  mlir::RankedTensorType type;
+  mlir::RankedTensorType type;     ///< null for a sequence
+  /// The elements of an ONNX sequence (SplitToSequence), picked by SequenceAt at
+  /// import time; sequences never reach the IR.
+  std::shared_ptr<std::vector<Operand>> sequence;
   bool isTrainableCandidate() const {
     return !weight.empty() && host && host->isFloat();
   }

@@ -300,9 +300,9 @@ bool Importer::parse() {
     problems.push_back("model imports no default-domain opset");
     return false;
   }
-  if (ic.opset < 7 || ic.opset > 23)
+  if (ic.opset < 7 || ic.opset > 28)
     problems.push_back("opset " + std::to_string(ic.opset) +
-                       " is outside the supported range 7-23");
+                       " is outside the supported range 7-28");
   return true;
 }
 

@@ -48,7 +48,9 @@ struct BuildOptions {
   std::string loss = "cross_entropy"; ///< cross_entropy | mse | none
   std::string labels = "labels";
   std::string logits;                 ///< which output the loss reads
-  std::optional<int64_t> ignoreIndex;
+  int64_t ignoreIndex = -100;        ///< PyTorch's default
+  std::optional<int64_t> classAxis;  ///< default: 1, or 2 for rank-3 logits
+  double labelSmoothing = 0.0;
   std::string lossOutput;             ///< for --loss none
   std::string optimizer = "sgd";      ///< sgd | adamw
   double momentum = 0.0, dampening = 0.0, weightDecay = -1.0; ///< -1: optimizer default

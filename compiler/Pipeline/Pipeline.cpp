@@ -78,7 +78,9 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     loss.loss = options.loss;
     loss.labels = options.labels;
     loss.logits = options.logits;
-    loss.ignoreIndex = options.ignoreIndex.value_or(INT64_MIN);
+    loss.ignoreIndex = options.ignoreIndex;
+    loss.classAxis = options.classAxis.value_or(INT64_MIN);
+    loss.labelSmoothing = options.labelSmoothing;
     loss.lossOutput = options.lossOutput;
     pm.addPass(createAttachLoss(loss));
     AutodiffOptions ad;

@@ -19,6 +19,28 @@ namespace {
 struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
   using AttachLossBase::AttachLossBase;
 
+  /// PyTorch's label smoothing: (1 - e) * CE + e * mean over kept rows of the mean
+  /// over classes of -log_softmax, with rows whose label is ignore_index left out.
+  Value smoothed(OpBuilder &b, Location loc, Value ce, Value logits, Value labels) {
+    auto lt = tensorTypeOf(logits);
+    int64_t rows = lt.getDimSize(0);
+    Value logp = LogSoftmaxOp::create(b, loc, logits, 1);
+    Value rowMean = ReduceMeanOp::create(b, loc, logp, ArrayRef<int64_t>{1}, false);
+    auto boolType = RankedTensorType::get({rows}, b.getI1Type());
+    Value ignored = EqualOp::create(b, loc, boolType, labels, splatLike(b, loc, labels,
+                                                                         double(ignoreIndex)));
+    Value kept = SelectOp::create(b, loc, ignored, splatLike(b, loc, rowMean, 0.0),
+                                  splatLike(b, loc, rowMean, 1.0));
+    auto scalar = RankedTensorType::get({}, lt.getElementType());
+    Value count = ReduceSumOp::create(b, loc, kept, ArrayRef<int64_t>{0}, false);
+    Value total = ReduceSumOp::create(b, loc, MulOp::create(b, loc, rowMean, kept),
+                                      ArrayRef<int64_t>{0}, false);
+    Value smooth = NegOp::create(b, loc, DivOp::create(b, loc, total, count));
+    (void)scalar;
+    return AddOp::create(b, loc, scale(b, loc, ce, 1.0 - labelSmoothing),
+                         scale(b, loc, smooth, labelSmoothing));
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>("forward");
@@ -64,16 +86,42 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
         fn.emitError() << "cross_entropy needs logits of rank >= 2, got " << outType;
         return signalPassFailure();
       }
-      int64_t classes = outType.getShape().back();
-      int64_t rows = numElements(outType.getShape()) / std::max<int64_t>(classes, 1);
-      auto labelType = RankedTensorType::get(outType.getShape().drop_back(), b.getI64Type());
-      Value lab = addArgument(fn, labelType, labels, "input");
-      Value flatLogits = reshapeTo(b, loc, out, {rows, classes});
+      int64_t rank = outType.getRank();
+      int64_t axis = classAxis != INT64_MIN ? classAxis : (rank == 3 ? 2 : 1);
+      if (axis < -rank || axis >= rank) {
+        fn.emitError() << "--class-axis " << static_cast<int64_t>(classAxis) << " is out of range for logits "
+                       << outType;
+        return signalPassFailure();
+      }
+      axis = axis < 0 ? axis + rank : axis;
+      if (labelSmoothing < 0 || labelSmoothing > 1) {
+        fn.emitError() << "--label-smoothing must be in [0, 1], got " << static_cast<double>(labelSmoothing);
+        return signalPassFailure();
+      }
+      // Labels: the logits' shape without the class axis.
+      SmallVector<int64_t> labelShape(outType.getShape());
+      labelShape.erase(labelShape.begin() + axis);
+      int64_t classes = outType.getDimSize(axis);
+      int64_t rows = numElements(labelShape);
+      Value lab = addArgument(fn, RankedTensorType::get(labelShape, b.getI64Type()), labels,
+                              "input");
+      // Move the class axis last, then [rows, C] against [rows].
+      Value logitsLast = out;
+      if (axis != rank - 1) {
+        SmallVector<int64_t> perm;
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != axis)
+            perm.push_back(d);
+        perm.push_back(axis);
+        logitsLast = TransposeOp::create(b, loc, out, perm);
+      }
+      Value flatLogits = reshapeTo(b, loc, logitsLast, {rows, classes});
       Value flatLabels = reshapeTo(b, loc, lab, {rows});
-      IntegerAttr ignore =
-          ignoreIndex == INT64_MIN ? IntegerAttr() : b.getI64IntegerAttr(ignoreIndex);
-      value = SoftmaxCrossEntropyOp::create(b, loc, flatLogits, flatLabels, ignore,
+      value = SoftmaxCrossEntropyOp::create(b, loc, flatLogits, flatLabels,
+                                            b.getI64IntegerAttr(ignoreIndex),
                                             b.getStringAttr("mean"));
+      if (labelSmoothing > 0)
+        value = smoothed(b, loc, value, flatLogits, flatLabels);
     } else if (loss == "mse") {
       Value target = addArgument(fn, outType, labels, "input");
       Value diff = SubOp::create(b, loc, out, target);

@@ -8,8 +8,11 @@ def AttachLoss : Pass<"ortc-attach-loss", "mlir::ModuleOp"> {
   let summary = "Turns @forward into a function that returns the scalar training loss";
   let description = [{
     `cross_entropy` adds an int64 labels input shaped like the logits without their
-    last dim and takes PyTorch's `F.cross_entropy(logits.reshape(-1, C),
-    labels.reshape(-1))`; `mse` adds a float target shaped like the output; `none`
+    class axis and takes PyTorch's `F.cross_entropy(logits, labels,
+    ignore_index=-100, label_smoothing=...)`: the class axis is 1 ([N, C, d1...],
+    as PyTorch and ONNX's SoftmaxCrossEntropyLoss), except for rank-3 logits, read
+    as a language model's [B, T, V] (class axis 2) unless `class-axis` says
+    otherwise; `mse` adds a float target shaped like the output; `none`
     uses the model's own scalar output `loss-output`.
   }];
   let options = [
@@ -19,8 +22,13 @@ def AttachLoss : Pass<"ortc-attach-loss", "mlir::ModuleOp"> {
            "Name of the labels (or target) input to add">,
     Option<"logits", "logits", "std::string", "\"\"",
            "Output the loss reads (needed when the model has several)">,
-    Option<"ignoreIndex", "ignore-index", "int64_t", "INT64_MIN",
-           "cross_entropy: label value left out of the mean">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "cross_entropy: label value left out of the mean (PyTorch's default -100)">,
+    Option<"classAxis", "class-axis", "int64_t", "INT64_MIN",
+           "cross_entropy: the class axis of the logits (default: 1, or the last axis "
+           "for rank-3 [B, T, V] language-model logits)">,
+    Option<"labelSmoothing", "label-smoothing", "double", "0.0",
+           "cross_entropy: PyTorch's label_smoothing">,
     Option<"lossOutput", "loss-output", "std::string", "\"\"",
            "none: the model's scalar loss output">
   ];

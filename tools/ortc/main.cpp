@@ -82,7 +82,14 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"cross_entropy", "mse", "none"}))->default_val("cross_entropy");
   train->add_option("--labels", b.labels, "Name of the labels/target input")->default_val("labels");
   train->add_option("--logits", b.logits, "Output the loss reads (for several outputs)");
-  train->add_option("--ignore-index", b.ignoreIndex, "Label value left out of cross_entropy");
+  train->add_option("--ignore-index", b.ignoreIndex,
+                    "Label value left out of cross_entropy's mean (PyTorch's default)")
+      ->default_val(-100);
+  train->add_option("--class-axis", b.classAxis,
+                    "cross_entropy: class axis of the logits (default 1 as PyTorch, or 2 for "
+                    "rank-3 [B, T, V] language-model logits)");
+  train->add_option("--label-smoothing", b.labelSmoothing,
+                    "cross_entropy: PyTorch's label_smoothing")->default_val(0.0);
   train->add_option("--loss-output", b.lossOutput, "Scalar loss output (with --loss none)");
   train->add_option("--optimizer", b.optimizer, "sgd or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}))->default_val("sgd");

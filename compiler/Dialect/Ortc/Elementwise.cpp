@@ -47,6 +47,8 @@ ORTC_UNARY_GRAD(ErfOp, {
   Value e = ExpOp::create(b, loc, NegOp::create(b, loc, sq));
   return MulOp::create(b, loc, dy, scale(b, loc, e, 2.0 / std::sqrt(M_PI)));
 })
+ORTC_UNARY_GRAD(SinOp, return MulOp::create(b, loc, dy, CosOp::create(b, loc, x));)
+ORTC_UNARY_GRAD(CosOp, return NegOp::create(b, loc, MulOp::create(b, loc, dy, SinOp::create(b, loc, x)));)
 ORTC_UNARY_GRAD(TanhOp, {
   Value one = splatLike(b, loc, y, 1.0);
   Value d = SubOp::create(b, loc, one, MulOp::create(b, loc, y, y));

@@ -19,6 +19,8 @@ def Ortc_LogOp : Ortc_UnaryOp<"log">;
 def Ortc_SqrtOp : Ortc_UnaryOp<"sqrt">;
 def Ortc_ErfOp : Ortc_UnaryOp<"erf">;
 def Ortc_TanhOp : Ortc_UnaryOp<"tanh">;
+def Ortc_SinOp : Ortc_UnaryOp<"sin">;
+def Ortc_CosOp : Ortc_UnaryOp<"cos">;
 def Ortc_SigmoidOp : Ortc_UnaryOp<"sigmoid">;
 def Ortc_ReluOp : Ortc_UnaryOp<"relu">;
 def Ortc_AbsOp : Ortc_UnaryOp<"abs">;

@@ -94,6 +94,7 @@ TEST_P(GradientCheck, MatchesCentralDifferences) {
   pm.addPass(ortc::createAttachLoss(lo));
   ortc::AutodiffOptions ad;
   ad.freeze.push_back("r"); // the random projection is not under test
+  ad.trainable.push_back("*"); // scalar weights too (the rule takes scalars as literals)
   pm.addPass(ortc::createAutodiff(ad));
   ASSERT_TRUE(succeeded(pm.run(*module))) << text;
   auto fn = module->lookupSymbol<func::FuncOp>("train_step");
@@ -169,7 +170,7 @@ std::vector<Case> cases() {
     const char *op;
     double lo, hi;
   };
-  for (Unary u : {Unary{"neg", -1, 1}, {"exp", -1, 1}, {"log", 0.5, 2}, {"sqrt", 0.5, 2},
+  for (Unary u : {Unary{"neg", -1, 1}, {"sin", -3, 3}, {"cos", -3, 3}, {"exp", -1, 1}, {"log", 0.5, 2}, {"sqrt", 0.5, 2},
                   {"erf", -1, 1}, {"tanh", -1, 1}, {"sigmoid", -2, 2}, {"relu", -1, 1},
                   {"abs", -1, 1}, {"gelu", -2, 2}}) {
     for (int v = 0; v < 2; ++v) {
