@@ -10,7 +10,7 @@ APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   hipcc libamdhip64-dev clang-tools-15
-  python3-torch python3-numpy python3-venv)
+  python3-torch python3-torchvision python3-numpy python3-venv)
 # --target cuda uses the CUDA toolkit at /usr/local/cuda (not a Debian package); --target
 # rocm uses Debian's hipcc (ROCm 5.2) and clang-offload-bundler-15 from clang-tools-15.
 

@@ -18,7 +18,17 @@
 //    every reduction is done in a fixed order (no `reduction(+:...)` on
 //    floating point). GEMM-based kernels (matmul, conv) are as deterministic
 //    as the OpenBLAS build is.
-//  * Sums and statistics are accumulated in double, also for T = float.
+//  * Sums and statistics are accumulated in double, also for T = float:
+//    reduce (Sum/Mean), average pooling, softmax / log-softmax and their
+//    gradients, layer and batch norm statistics and gradients, cross-entropy,
+//    sumSquares. A double running sum of n terms errs by at most n * 2^-53 of
+//    the sum of their magnitudes, below float's half ulp (2^-24) up to 2^29
+//    terms, so a float result does not degrade with the count or the order of
+//    its terms (test/unit/kernels, Accuracy.*). Variances are two-pass (mean,
+//    then squared deviations), never E[x^2] - E[x]^2. Left to float: GEMM-based
+//    kernels (matmul, conv and their gradients; BLAS, as in PyTorch) and the
+//    scatter-adds of gradients (pooling, col2im, gatherGrad), whose element
+//    counts are small.
 //  * The code compiles and is correct with and without -fopenmp.
 //
 //===----------------------------------------------------------------------===//

@@ -12,7 +12,10 @@
 // memory on the host). Scalars that live in tensors (lr, step, seed, the update
 // gate, dloss) are passed as device pointers and read by the kernels.
 // Reductions use warp shuffles (blockReduce); sums accumulate in double like the
-// CPU library, but in a different order, so results agree to rounding only.
+// CPU library (same kernels, same error bound: a float result does not degrade with
+// the count of its terms; variances two-pass), but in a different order (strided
+// per-thread partials, then a tree across the block), so results agree to rounding
+// only. GEMM accumulates in float, like cuBLAS with FP32 compute.
 // Dropout uses the CPU library's counter-based hash bit for bit.
 //
 //===----------------------------------------------------------------------===//

@@ -1606,6 +1606,189 @@ TEST(Reduce, LargeThreadIndependent) {
   EXPECT_TRUE(allClose(a, refReduce(x, dims, {0, 2}, ReduceKind::Sum), 1e-11));
 }
 
+//===----------------------------------------------------------------------===//
+// Float32 accumulation accuracy: sums over many elements must not lose more
+// than rounding of the result, whatever the count or the order of the values.
+//===----------------------------------------------------------------------===//
+
+/// ||got - want|| / ||want|| (want in double).
+template <typename F> double relDist(const std::vector<F> &got, const Vec &want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += std::pow(double(got[i]) - want[i], 2);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// The float values of v, back in double: the float64 reference of a float32
+/// kernel computes on exactly the inputs the kernel sees.
+Vec roundToFloat(const Vec &v) {
+  const std::vector<float> f = toFloat(v);
+  return Vec(f.begin(), f.end());
+}
+
+/// Sum and mean of 1e6 float32 values, reduced along the innermost axis, an
+/// outer axis (the blocked path that keeps the inner axis) and all axes.
+TEST(Accuracy, Float32ReduceSumMeanOfAMillion) {
+  const int64_t n = 1000000;
+  // Positive values: the relative error of the sum is well defined.
+  std::vector<float> x = toFloat(randVec(n, 0.5, 1.5));
+  struct Case {
+    Dims dims;
+    std::vector<int> axes;
+  };
+  for (const Case &c : {Case{{n}, {0}}, Case{{n / 4, 4}, {0}},
+                        Case{{4, n / 4}, {1}}, Case{{1000, 1000}, {0, 1}}}) {
+    const Vec want = refReduce(Vec(x.begin(), x.end()), c.dims, c.axes,
+                               ReduceKind::Sum);
+    const int64_t count = n / (int64_t)want.size();
+    for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean}) {
+      std::vector<float> got(want.size());
+      const std::vector<int64_t> axes(c.axes.begin(), c.axes.end());
+      reduce(x.data(), c.dims.data(), (int)c.dims.size(), axes.data(),
+             (int)axes.size(), got.data(), kind);
+      Vec w = want;
+      if (kind == ReduceKind::Mean)
+        for (double &v : w)
+          v /= double(count);
+      EXPECT_TRUE(allCloseF(got, w, 0, 1e-6))
+          << "dims " << c.dims[0] << "x" << (c.dims.size() > 1 ? c.dims[1] : 1)
+          << (kind == ReduceKind::Sum ? " sum" : " mean");
+    }
+  }
+}
+
+/// A few large values first, then a million tiny ones: a float32 running sum
+/// stops growing once the tiny values fall below half its ulp.
+TEST(Accuracy, Float32ReduceLargeThenManyTiny) {
+  const int64_t big = 16, tiny = 1000000, n = big + tiny;
+  std::vector<float> x(n, 1.0f);
+  std::fill(x.begin(), x.begin() + big, 1e8f);
+  const double want = 16 * 1e8 + 1e6;
+  float naive = 0;
+  for (float v : x)
+    naive += v;
+  // The order is adversarial: summed naively in float32 it loses every 1.
+  EXPECT_GT(std::abs(naive - want) / want, 1e-4);
+  // Along the reduced axis, and along an outer axis (inner axis of 3 kept).
+  Dims flat = {n}, rows = {n, 3};
+  std::vector<float> x3(3 * n);
+  for (int64_t i = 0; i < 3 * n; ++i)
+    x3[i] = x[i / 3];
+  int64_t axis = 0;
+  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean}) {
+    const double w = kind == ReduceKind::Sum ? want : want / double(n);
+    std::vector<float> got(1), got3(3);
+    reduce(x.data(), flat.data(), 1, &axis, 1, got.data(), kind);
+    reduce(x3.data(), rows.data(), 2, &axis, 1, got3.data(), kind);
+    EXPECT_TRUE(allCloseF(got, Vec{w}, 0, 1e-6));
+    EXPECT_TRUE(allCloseF(got3, Vec(3, w), 0, 1e-6));
+  }
+  // Global average pooling over a 1000x1000 plane in the same order.
+  PoolGeom g{};
+  g.nSpatial = 2;
+  g.N = g.C = 1;
+  g.in[0] = g.in[1] = g.kernel[0] = g.kernel[1] = 1000;
+  g.out[0] = g.out[1] = g.stride[0] = g.stride[1] = g.dilation[0] =
+      g.dilation[1] = 1;
+  std::vector<float> pooled(1);
+  avgPool(x.data(), pooled.data(), g); // the first 1e6 values: 16 big, then 1s
+  const double wantPool = (16 * 1e8 + (1e6 - 16)) / 1e6;
+  EXPECT_TRUE(allCloseF(pooled, Vec{wantPool}, 0, 1e-6));
+}
+
+/// Training-mode BatchNorm in float32 over 8192 elements per channel (8 x 1024)
+/// against the same kernels in float64 on the same float inputs: statistics,
+/// output and all three gradients. Channels have means away from zero relative
+/// to their spread, where a one-pass E[x^2] - E[x]^2 variance would cancel (the
+/// last one only in the forward check: its float32 saved mean alone moves
+/// x - mean by 1e-5 of the spread, in any implementation).
+TEST(Accuracy, Float32BatchNormOver8192PerChannel) {
+  const int64_t N = 8, C = 4, S = 1024, M = N * C * S;
+  const double offset[C] = {0.25, -20.0, 60.0, 3000.0},
+               spread[C] = {1.0, 0.5, 2.0, 1.0};
+  Vec xd(M);
+  for (int64_t k = 0; k < M; ++k) {
+    const int64_t c = (k / S) % C;
+    xd[k] = offset[c] + spread[c] * randVec(1, -1, 1)[0];
+  }
+  xd = roundToFloat(xd);
+  const Vec sd = roundToFloat(randVec(C, 0.5, 1.5)),
+            bd = roundToFloat(randVec(C)), dyd = roundToFloat(randVec(M));
+  const std::vector<float> x = toFloat(xd), s = toFloat(sd), b = toFloat(bd),
+                           dy = toFloat(dyd);
+  const double eps = 1e-5;
+
+  Vec y64(M), m64(C), v64(C), is64(C), dx64(M), ds64(C), db64(C);
+  batchNormTrain(xd.data(), sd.data(), bd.data(), y64.data(), m64.data(),
+                 v64.data(), is64.data(), N, C, S, eps);
+  batchNormGrad(xd.data(), sd.data(), m64.data(), is64.data(), dyd.data(),
+                dx64.data(), ds64.data(), db64.data(), N, C, S);
+
+  std::vector<float> y(M), m(C), v(C), is(C), dx(M), ds(C), db(C);
+  batchNormTrain(x.data(), s.data(), b.data(), y.data(), m.data(), v.data(),
+                 is.data(), N, C, S, eps);
+  // As the generated code does: the saved statistics are float32 tensors.
+  batchNormGrad(x.data(), s.data(), m.data(), is.data(), dy.data(), dx.data(),
+                ds.data(), db.data(), N, C, S);
+
+  EXPECT_TRUE(allCloseF(m, m64, 0, 1e-6));
+  EXPECT_TRUE(allCloseF(v, v64, 0, 1e-6));
+  EXPECT_TRUE(allCloseF(is, is64, 0, 1e-6));
+  EXPECT_LE(relDist(y, y64), 1e-5);
+  EXPECT_TRUE(allCloseF(db, db64, 0, 1e-5));
+  // dx and dscale of the channels whose saved float32 mean is exact enough.
+  const int64_t Cg = C - 1;
+  Vec dxg64, dxg;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < Cg * S; ++k) {
+      dxg64.push_back(dx64[n * C * S + k]);
+      dxg.push_back(dx[n * C * S + k]);
+    }
+  EXPECT_LE(relDist(dxg, dxg64), 1e-5);
+  // dscale = sum(dy * xhat) nearly cancels; bound it by the size of its terms.
+  for (int64_t c = 0; c < Cg; ++c) {
+    double terms = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < S; ++k) {
+        const int64_t i = (n * C + c) * S + k;
+        terms += std::abs(dyd[i] * (xd[i] - m64[c]) * is64[c]);
+      }
+    EXPECT_NEAR(ds[c], ds64[c], 1e-6 * terms) << "channel " << c;
+  }
+}
+
+/// LayerNorm and its gradient over rows of 65536 float32 values.
+TEST(Accuracy, Float32LayerNormLongRows) {
+  const int64_t outer = 4, inner = 65536, n = outer * inner;
+  Vec xd = randVec(n, -1, 1);
+  for (int64_t i = 0; i < n; ++i)
+    xd[i] += 2.0 * double(i / inner + 1); // rows away from zero
+  xd = roundToFloat(xd);
+  const Vec sd = roundToFloat(randVec(inner, 0.5, 1.5)),
+            bd = roundToFloat(randVec(inner)),
+            dyd = roundToFloat(randVec(n, -0.5, 1.5));
+  const std::vector<float> x = toFloat(xd), s = toFloat(sd), b = toFloat(bd),
+                           dy = toFloat(dyd);
+  Vec y64(n), m64(outer), is64(outer), dx64(n), ds64(inner), db64(inner);
+  layerNorm(xd.data(), sd.data(), bd.data(), y64.data(), m64.data(),
+            is64.data(), outer, inner, 1e-5);
+  layerNormGrad(xd.data(), sd.data(), m64.data(), is64.data(), dyd.data(),
+                dx64.data(), ds64.data(), db64.data(), outer, inner);
+  std::vector<float> y(n), m(outer), is(outer), dx(n), ds(inner), db(inner);
+  layerNorm(x.data(), s.data(), b.data(), y.data(), m.data(), is.data(), outer,
+            inner, 1e-5);
+  layerNormGrad(x.data(), s.data(), m.data(), is.data(), dy.data(), dx.data(),
+                ds.data(), db.data(), outer, inner);
+  EXPECT_TRUE(allCloseF(m, m64, 0, 1e-6));
+  EXPECT_TRUE(allCloseF(is, is64, 0, 1e-6));
+  EXPECT_LE(relDist(y, y64), 1e-5);
+  EXPECT_LE(relDist(dx, dx64), 1e-5);
+  EXPECT_LE(relDist(ds, ds64), 1e-5);
+  EXPECT_LE(relDist(db, db64), 1e-5);
+}
+
 } // namespace
 
 namespace {
