@@ -14,6 +14,8 @@
 # listed case that passes fails the test. Options (before unittest's own):
 #   --table FILE        write a markdown table model x exporter (✓ / ✗ and why) to FILE
 #   --update-xfail      rewrite xfail.txt from this run's failures
+#   --readme            rewrite the zoo table of the top-level README.md (a full run
+#                       without it fails when that table differs from the run's results)
 # Environment: ORTC_BUILD (default build/), ORTC_KERNEL_CACHE (default $ORTC_BUILD/kernel-cache),
 # ZOO_JOBS (cases built and trained at once, default 2), ZOO_ONLY (comma-separated file names).
 import json
@@ -222,7 +224,9 @@ for _e in Zoo.manifest["files"]:
                 lambda self, e=_e, o=_o: self.check(e, o))
 
 
-def write_table(path, manifest, results):
+def table_lines(manifest, results, short=False):
+    """Markdown table model x exporter: ✓, or ✗ with the stage and first error (short:
+    trimmed for the top-level README)."""
     by = {}
     for e in manifest["files"]:
         rs = [results.get("%s/%s" % (e["file"], o)) for o in OPTS]
@@ -235,19 +239,58 @@ def write_table(path, manifest, results):
             stages = {r["stage"] for _, r in bad}
             o, r = bad[0]
             which = "" if len(bad) == len(OPTS) and len({r["error"] for _, r in bad}) == 1 else " (%s)" % o
-            by[(e["model"], e["exporter"])] = "✗ %s%s: %s" % ("/".join(sorted(stages)), which,
-                                                             r["error"].replace("|", "\\|"))
+            err = r["error"].replace("|", "\\|")
+            if short:
+                m = re.search(r"step (\d+): loss \S+ is (\S+) from float64 \S+ \(PyTorch float32: (\S+)\)", err)
+                err = ("step %s loss %s from float64 (PyTorch float32 %s)" % m.groups() if m else
+                       re.sub(r"^ortc: error: [^:]*: (\d+ problems: )?", "", err)[:90])
+            by[(e["model"], e["exporter"])] = "✗ %s%s: %s" % ("/".join(sorted(stages)), which, err)
     for f in manifest.get("failed_exports", []):
-        by[(f["model"], f["exporter"])] = "✗ export: " + f["reason"].replace("|", "\\|")[:300]
+        reason = f["reason"].replace("|", "\\|")
+        if short:
+            m = re.search(r"Exporting the operator '([^']+)'", reason)
+            reason = ("the exporter cannot export %s" % m.group(1)) if m else reason[:90]
+        by[(f["model"], f["exporter"])] = "✗ export: " + reason[:300]
     models = []
     for e in manifest["files"] + manifest.get("failed_exports", []):
         if e["model"] not in models:
             models.append(e["model"])
-    lines = ["| model | dynamo | legacy |", "|---|---|---|"]
+    lines = ["| model | dynamo (opset 18) | legacy (opset 17) |", "|---|---|---|"]
     for m in models:
         lines.append("| %s | %s | %s |" % (m, by.get((m, "dynamo"), "-"), by.get((m, "legacy"), "-")))
+    return lines
+
+
+def write_table(path, manifest, results):
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(table_lines(manifest, results)) + "\n")
+
+
+README = os.path.join(ROOT, "README.md")
+README_BEGIN = "<!-- zoo table: written by test/zoo/test_zoo.py --readme; checked by ctest -->"
+README_END = "<!-- end of zoo table -->"
+
+
+def readme_block(manifest, results):
+    return "\n".join([README_BEGIN] + table_lines(manifest, results, short=True) + [README_END])
+
+
+def readme_drift(manifest, results, write=False):
+    """None when README.md's zoo table is what this run produced (or, with write, after
+    rewriting it); else a message. Only a run over the whole zoo can judge it."""
+    with open(README) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        return "README.md has no zoo table markers"
+    a, b = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    want = readme_block(manifest, results)
+    if text[a:b] == want:
+        return None
+    if write:
+        with open(README, "w") as f:
+            f.write(text[:a] + want + text[b:])
+        return None
+    return "README.md's zoo table is stale: rerun `python test/zoo/test_zoo.py --readme`"
 
 
 def write_xfail(manifest, results):
@@ -271,7 +314,7 @@ def write_xfail(manifest, results):
 
 
 if __name__ == "__main__":
-    table = update = None
+    table = update = readme = None
     argv = [sys.argv[0]]
     args = iter(sys.argv[1:])
     for a in args:
@@ -279,6 +322,8 @@ if __name__ == "__main__":
             table = next(args)
         elif a == "--update-xfail":
             update = True
+        elif a == "--readme":
+            readme = True
         else:
             argv.append(a)
     prog = unittest.main(argv=argv, exit=False, verbosity=2)
@@ -286,6 +331,13 @@ if __name__ == "__main__":
         write_table(table, Zoo.manifest, Zoo.results)
     if update:
         write_xfail(Zoo.manifest, Zoo.results)
+    ok = prog.result.wasSuccessful()
+    # The README's table is generated: a full run rewrites it (--readme) or checks it.
+    if not os.environ.get("ZOO_ONLY") and Zoo.results:
+        drift = readme_drift(Zoo.manifest, Zoo.results, write=bool(readme))
+        if drift:
+            print("FAIL: " + drift)
+            ok = False
     if Zoo.results:
         print("zoo: %d cases in %.1fs" % (len(Zoo.results), getattr(Zoo, "elapsed", 0.0)))
-    sys.exit(not prog.result.wasSuccessful())
+    sys.exit(not ok)
