@@ -127,6 +127,14 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
              << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size()) << ");\n";
         return success();
       })
+      .Case([&](RandomUniformOp r) {
+        body << "  ortc::kern::randomUniform(" << typed(res, true) << ", " << numElements(res)
+             << ", " << llvm::formatv("{0:e17}", r.getLow().convertToDouble()).str() << ", "
+             << llvm::formatv("{0:e17}", r.getHigh().convertToDouble()).str()
+             << ", static_cast<uint64_t>(" << scalar(r.getSeed()) << "), " << r.getKey()
+             << "ULL);\n";
+        return success();
+      })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) {
         body << "  ortc::kern::" << (isa<DropoutOp>(op) ? "dropout" : "dropoutGrad") << "("
              << typed(op->getOperand(0)) << ", " << typed(res, true) << ", " << numElements(res)

@@ -253,6 +253,14 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         rowNote(xs[1], kBlock, "one block per channel");
         return success();
       })
+      .Case([&](RandomUniformOp r) {
+        body << "  " << L << "randomUniform(" << typed(res, true) << ", " << numElements(res)
+             << ", " << llvm::formatv("{0:e17}", r.getLow().convertToDouble()).str() << ", "
+             << llvm::formatv("{0:e17}", r.getHigh().convertToDouble()).str() << ", "
+             << typed(r.getSeed()) << ", " << r.getKey() << "ULL, s);\n";
+        gridNote(numElements(res), "one element per thread");
+        return success();
+      })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) {
         // Same counter-based mask as the CPU; the seed is read on the device.
         body << "  " << L << "dropout(" << typed(op->getOperand(0)) << ", " << typed(res, true)

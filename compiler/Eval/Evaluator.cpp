@@ -511,6 +511,14 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(s.getResult(), std::move(dx));
         return success();
       })
+      .Case([&](RandomUniformOp r) {
+        EvalTensor<T> out = make(r.getResult());
+        kern::randomUniform(out.f.data(), out.numel(), r.getLow().convertToDouble(),
+                            r.getHigh().convertToDouble(),
+                            static_cast<uint64_t>(get(r.getSeed()).i.at(0)), r.getKey());
+        set(r.getResult(), std::move(out));
+        return success();
+      })
       .template Case<DropoutOp, DropoutGradOp>([&](auto d) {
         EvalTensor<T> out = make(op->getResult(0));
         const auto &x = get(op->getOperand(0));

@@ -1866,6 +1866,94 @@ LogicalResult convSequenceAt(NodeCtx &nc) {
 LogicalResult convSin(NodeCtx &nc) { return unaryFoldable<SinOp>(nc, [](double a) { return std::sin(a); }); }
 LogicalResult convCos(NodeCtx &nc) { return unaryFoldable<CosOp>(nc, [](double a) { return std::cos(a); }); }
 
+//===-- random ops through ortc's counter-based RNG -------------------------===//
+//
+// Training-mode exports write dropout by hand (RandomUniformLike + Less + Where) and
+// noise as RandomNormal(Like) / Bernoulli. All draw from `random_uniform`, the
+// generator Dropout uses, keyed by (step seed, op key, element); the ONNX `seed`
+// attribute is not used (the run's --seed is).
+
+/// The element type a random op produces: `dtype` if given, else `dflt`.
+LogicalResult randomType(NodeCtx &nc, Type dflt, Type &elt) {
+  elt = dflt;
+  if (nc.attr("dtype")) {
+    int32_t to = nc.attrInt("dtype", 0);
+    elt = elementTypeOf(nc.ic.ctx, to);
+    if (!elt)
+      return nc.fail("dtype " + onnxTypeName(to) + " is not supported");
+  }
+  if (!elt || !isa<FloatType>(elt))
+    return nc.fail("random values must be floats");
+  return success();
+}
+
+Value uniform(NodeCtx &nc, RankedTensorType type, double low, double high) {
+  return RandomUniformOp::create(nc.b, nc.loc, type, nc.ic.seed, nc.b.getF64FloatAttr(low),
+                                 nc.b.getF64FloatAttr(high),
+                                 nc.b.getI64IntegerAttr(nc.ic.nextDropoutKey++));
+}
+
+/// The shape of a random op: input 0's (the *Like forms) or the `shape` attribute.
+LogicalResult randomShape(NodeCtx &nc, bool like, Shape &shape, Type &dflt) {
+  if (like) {
+    shape = shapeOf(nc.type(0));
+    dflt = nc.type(0).getElementType();
+    return success();
+  }
+  auto s = nc.attrInts("shape");
+  if (!s)
+    return nc.fail("needs a shape attribute");
+  shape = *s;
+  dflt = nc.b.getF32Type();
+  return success();
+}
+
+template <bool Like> LogicalResult convRandomUniform(NodeCtx &nc) {
+  Shape shape;
+  Type dflt, elt;
+  if (failed(randomShape(nc, Like, shape, dflt)) || failed(randomType(nc, dflt, elt)))
+    return failure();
+  nc.setOutput(0, uniform(nc, RankedTensorType::get(shape, elt), nc.attrFloat("low", 0.0),
+                          nc.attrFloat("high", 1.0)));
+  return success();
+}
+
+/// Box-Muller: mean + scale * sqrt(-2 log(1 - u1)) * cos(2 pi u2).
+template <bool Like> LogicalResult convRandomNormal(NodeCtx &nc) {
+  Shape shape;
+  Type dflt, elt;
+  if (failed(randomShape(nc, Like, shape, dflt)) || failed(randomType(nc, dflt, elt)))
+    return failure();
+  auto type = RankedTensorType::get(shape, elt);
+  OpBuilder &b = nc.b;
+  Location loc = nc.loc;
+  // 1 - u1 is in (0, 1]: the log is finite.
+  Value u1 = uniform(nc, type, 1.0, 0.0), u2 = uniform(nc, type, 0.0, 2.0 * M_PI);
+  Value r = SqrtOp::create(b, loc, scale(b, loc, LogOp::create(b, loc, u1), -2.0));
+  Value z = MulOp::create(b, loc, r, CosOp::create(b, loc, u2));
+  Value out = AddOp::create(b, loc, scale(b, loc, z, nc.attrFloat("scale", 1.0)),
+                            splatLike(b, loc, z, nc.attrFloat("mean", 0.0)));
+  nc.setOutput(0, out);
+  return success();
+}
+
+LogicalResult convBernoulli(NodeCtx &nc) {
+  Value p = nc.in(0);
+  auto pt = tensorTypeOf(p);
+  if (!isa<FloatType>(pt.getElementType()))
+    return nc.fail("probabilities must be floats");
+  Type elt = pt.getElementType();
+  if (nc.attr("dtype")) {
+    elt = elementTypeOf(nc.ic.ctx, nc.attrInt("dtype", 0));
+    if (!elt)
+      return nc.fail("dtype is not supported");
+  }
+  Value u = uniform(nc, pt, 0.0, 1.0);
+  Value hit = LessOp::create(nc.b, nc.loc, boolLike(nc, u), u, p);
+  nc.setOutput(0, CastOp::create(nc.b, nc.loc, pt.clone(elt), hit));
+  return success();
+}
+
 } // namespace
 
 const std::map<std::string, ConverterInfo> &converterTable() {
@@ -1875,6 +1963,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"And", {convAnd, 7}},
       {"AveragePool", {convAveragePool, 7}},
       {"BatchNormalization", {convBatchNorm, 7}},
+      {"Bernoulli", {convBernoulli, 15}},
       {"Cast", {convCast, 7}},
       {"CastLike", {convCastLike, 15}},
       {"Ceil", {convCeil, 7}},
@@ -1926,6 +2015,10 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Not", {convNot, 7}},
       {"Or", {convOr, 7}},
       {"PRelu", {convPRelu, 7}},
+      {"RandomNormal", {convRandomNormal<false>, 7}},
+      {"RandomNormalLike", {convRandomNormal<true>, 7}},
+      {"RandomUniform", {convRandomUniform<false>, 7}},
+      {"RandomUniformLike", {convRandomUniform<true>, 7}},
       {"Pad", {convPad, 7}},
       {"Pow", {convPow, 7}},
       {"Range", {convRange, 11}},

@@ -660,8 +660,11 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
     argTypes.push_back(type);
     argNames.push_back(in.name());
   }
+  // Ops that draw from ortc's counter-based RNG read the step's seed.
   bool hasDropout = llvm::any_of(g.node(), [](const onnx::NodeProto &n) {
-    return n.op_type() == "Dropout";
+    return llvm::is_contained({"Dropout", "RandomUniformLike", "RandomUniform",
+                               "RandomNormalLike", "RandomNormal", "Bernoulli"},
+                              n.op_type());
   });
   if (hasDropout) {
     argTypes.push_back(RankedTensorType::get({}, b.getI64Type()));

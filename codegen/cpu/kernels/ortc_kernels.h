@@ -1516,6 +1516,22 @@ inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
   return u >= ratio;
 }
 
+/// The uniform draw u in [0, 1) behind dropoutKeep, exposed for RandomUniform.
+inline double counterUniform(uint64_t seed, uint64_t key, uint64_t i) {
+  return static_cast<double>(mix64(seed ^ mix64(key ^ mix64(i))) >> 11) * 0x1.0p-53;
+}
+
+/// ONNX RandomUniform(Like): y[i] = low + (high - low) * counterUniform(seed,
+/// key, i), computed in double and rounded to T.
+template <typename T>
+void randomUniform(T *y, int64_t n, double low, double high, uint64_t seed,
+                   uint64_t key) {
+  ORTC_KERN_PARALLEL_FOR(n * 8)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<T>(low + (high - low) *
+                                    counterUniform(seed, key, static_cast<uint64_t>(i)));
+}
+
 /// Inverted dropout (torch.nn.functional.dropout(training=True), ONNX
 /// Dropout): y[i] = dropoutKeep(seed, key, i, ratio) ? x[i] / (1 - ratio)
 /// : 0. The scale 1 / (1 - ratio) is computed in double and rounded to T.

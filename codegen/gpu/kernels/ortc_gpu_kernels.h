@@ -264,6 +264,19 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) dropoutKernel(const T *x, T *y, int64
   const uint64_t sd = static_cast<uint64_t>(*seed);
   ORTC_FOR(i, n) y[i] = dropoutKeep(sd, key, static_cast<uint64_t>(i), ratio) ? x[i] * scale : T(0);
 }
+/// The CPU library's randomUniform, bit for bit (the draw is computed in double).
+template <typename T, typename S>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) randomUniformKernel(T *y, int64_t n, double low, double high, const S *seed, uint64_t key) {
+  const uint64_t sd = static_cast<uint64_t>(*seed);
+  ORTC_FOR(i, n) {
+    const double u = static_cast<double>(mix64(sd ^ mix64(key ^ mix64(static_cast<uint64_t>(i)))) >> 11) * 0x1.0p-53;
+    y[i] = static_cast<T>(low + (high - low) * u);
+  }
+}
+template <typename T, typename S>
+void randomUniform(T *y, int64_t n, double low, double high, const S *seed, uint64_t key, ortcStream_t s) {
+  randomUniformKernel<<<gridFor(n), kBlock, 0, s>>>(y, n, low, high, seed, key);
+}
 /// Also the gradient (same mask): dropoutGrad(dy, dx, ...) == dropout(dy, dx, ...).
 template <typename T, typename S>
 void dropout(const T *x, T *y, int64_t n, double ratio, const S *seed, uint64_t key, ortcStream_t s) {

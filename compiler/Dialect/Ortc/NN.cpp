@@ -295,6 +295,12 @@ LogicalResult LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult RandomUniformOp::buildGradient(OpBuilder &, ArrayRef<Value>,
+                                             SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value()); // a function of the seed only
+  return success();
+}
+
 LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());

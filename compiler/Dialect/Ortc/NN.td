@@ -167,6 +167,22 @@ def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
   let assemblyFormat = "$x `,` $seed attr-dict `:` type($x) `,` type($seed)";
 }
 
+def Ortc_RandomUniformOp : Ortc_Op<"random_uniform", [Pure,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+  let summary = "Uniform [low, high) draws from the dropout RNG, keyed by (seed, key, i)";
+  let description = [{
+    ONNX RandomUniform(Like) and the uniforms behind Bernoulli / RandomNormal(Like):
+    element i is low + (high - low) * u(seed, key, i) with the same counter-based
+    generator as `dropout`, so a training-mode export's hand-written dropout draws
+    the same masks on every target, under recompute and after a resume. The model's
+    own `seed` attribute is not used: the step's seed (mixed with the step count)
+    is, as for Dropout.
+  }];
+  let arguments = (ins TensorOf<[I64]>:$seed, F64Attr:$low, F64Attr:$high, I64Attr:$key);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$seed attr-dict `:` type($seed) `->` type($result)";
+}
+
 def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>]> {
   let summary = "dy through the same dropout mask";
   let arguments = (ins Ortc_FloatTensor:$dy, TensorOf<[I64]>:$seed, F64Attr:$ratio,
