@@ -21,6 +21,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <cmath>
 #include <cstring>
@@ -600,6 +601,31 @@ HostTensor hostOf(const WeightData &w, int32_t elemType) {
   return h;
 }
 
+/// What PyTorch's dynamo exporter says a graph value is: the `kind` of its torch.export
+/// input spec (PARAMETER, BUFFER, CONSTANT_TENSOR...), stored in the value's
+/// `metadata_props` (field 4 of ValueInfoProto since ONNX 1.16). Debian's ONNX 1.12
+/// protobuf predates the field, so it is read from the message's unknown fields.
+static std::map<std::string, std::string> torchInputKinds(const onnx::GraphProto &g) {
+  std::map<std::string, std::string> kinds;
+  auto scan = [&](const onnx::ValueInfoProto &v) {
+    const auto &unknown = v.GetReflection()->GetUnknownFields(v);
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto &f = unknown.field(i);
+      if (f.number() != 4 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+        continue;
+      onnx::StringStringEntryProto entry;
+      if (entry.ParseFromString(f.length_delimited()) &&
+          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind")
+        kinds[v.name()] = entry.value();
+    }
+  };
+  for (const auto &v : g.input())
+    scan(v);
+  for (const auto &v : g.value_info())
+    scan(v);
+  return kinds;
+}
+
 OwningOpRef<ModuleOp> Importer::run(std::string &error) {
   auto finish = [&]() -> OwningOpRef<ModuleOp> {
     error = path + ": ";
@@ -627,6 +653,7 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
 
   // Initializers: globals plus a host copy for import-time folding of shape inputs.
   const auto &g = model.graph();
+  std::map<std::string, std::string> torchKinds = torchInputKinds(g);
   for (const auto &t : g.initializer()) {
     if (ic.values.count(t.name())) {
       problems.push_back("initializer '" + t.name() + "' is defined twice");
@@ -636,8 +663,10 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
     if (!readInitializer(t, w))
       continue;
     auto type = RankedTensorType::get(w.shape, elementTypeOf(ctx, t.data_type()));
-    GlobalOp::create(b, NameLoc::get(b.getStringAttr(t.name()), fileLoc), t.name(),
-                     type, "weight", t.name());
+    auto global = GlobalOp::create(b, NameLoc::get(b.getStringAttr(t.name()), fileLoc),
+                                   t.name(), type, "weight", t.name());
+    if (auto it = torchKinds.find(t.name()); it != torchKinds.end())
+      global->setAttr("torch_kind", b.getStringAttr(it->second));
     Operand op;
     op.weight = t.name();
     op.type = type;

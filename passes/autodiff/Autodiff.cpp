@@ -27,6 +27,7 @@
 #include "llvm/Support/GlobPattern.h"
 
 #include <map>
+#include <set>
 
 using namespace mlir;
 
@@ -108,6 +109,13 @@ void AutodiffPass::runOnOperation() {
   std::map<std::string, SmallVector<WeightOp>> reads;
   fn.walk([&](WeightOp w) { reads[w.getName().str()].push_back(w); });
   std::map<std::string, unsigned> candidateArg;
+  // BatchNorm running statistics are torch buffers, yet this pass updates them.
+  std::set<std::string> runningStats;
+  fn.walk([&](BatchNormTrainOp bn) {
+    for (Value v : {bn.getRunningMean(), bn.getRunningVar()})
+      if (auto w = v.getDefiningOp<WeightOp>())
+        runningStats.insert(w.getName().str());
+  });
   for (auto &[name, ws] : reads) {
     auto global = module.lookupSymbol<GlobalOp>(name);
     if (!isFloatValue(ws[0].getResult()))
@@ -116,8 +124,11 @@ void AutodiffPass::runOnOperation() {
       global.setKind("frozen");
       continue;
     }
-    if (!rule.forcedTrainable(name) &&
-        !exporterConstantReason(name, numElements(ws[0].getType().getShape())).empty()) {
+    auto torchKind = global->getAttrOfType<StringAttr>("torch_kind");
+    if (!rule.forcedTrainable(name) && !runningStats.count(name) &&
+        !exporterConstantReason(name, numElements(ws[0].getType().getShape()),
+                                torchKind ? torchKind.getValue() : "")
+             .empty()) {
       global.setKind("constant");
       continue;
     }

@@ -1,6 +1,8 @@
 //===- WeightRules.cpp - Which weights train -----------------------------===//
 //
-// The names below are what exporters write for their own constants; a model's
+// PyTorch 2.x's exporter records each input's kind (parameter, buffer, constant); where
+// that record exists it decides. Otherwise the names below are what exporters write
+// for their own constants; a model's
 // parameters keep their module paths (`encoder.layer.0.attention.self.query.weight`)
 // under both PyTorch exporters, so the patterns do not catch real parameters. A
 // legacy export with constant folding renames folded parameter copies (a transposed
@@ -24,7 +26,14 @@ bool isNumbered(llvm::StringRef name, llvm::StringRef prefix) {
 }
 } // namespace
 
-std::string exporterConstantReason(llvm::StringRef name, int64_t numel) {
+std::string exporterConstantReason(llvm::StringRef name, int64_t numel,
+                                   llvm::StringRef torchKind) {
+  if (torchKind == "PARAMETER")
+    return "";
+  if (torchKind == "BUFFER")
+    return "a buffer of the PyTorch module (the exporter says so), not a parameter";
+  if (!torchKind.empty())
+    return ("a " + torchKind.lower() + " of the PyTorch module (the exporter says so)");
   if (isNumbered(name, "val_") || isNumbered(name, "_val_"))
     return "a literal lifted by the PyTorch 2.x exporter (val_N)";
   if (name.contains("_tensor_constant") || name.contains("lifted_tensor"))

@@ -22,8 +22,11 @@
 namespace ortc {
 
 /// Why a float weight of `numel` elements named `name` is an exporter-made constant
-/// rather than a model parameter, or "" when the name and size say nothing.
-std::string exporterConstantReason(llvm::StringRef name, int64_t numel);
+/// rather than a model parameter, or "" when nothing says so. `torchKind` is what the
+/// PyTorch 2.x exporter recorded for it (PARAMETER, BUFFER, CONSTANT_TENSOR...; empty
+/// when absent): where present it decides, else the name and size do.
+std::string exporterConstantReason(llvm::StringRef name, int64_t numel,
+                                   llvm::StringRef torchKind = "");
 
 /// The --trainable / --freeze globs.
 class WeightRule {

@@ -61,6 +61,11 @@ int printWeightClasses(ModuleOp module, func::FuncOp fn, const WeightStore &weig
     llvm::errs() << "\n";
     return 1;
   }
+  auto torchKindOf = [&](const std::string &name) -> std::string {
+    auto g = module.lookupSymbol<GlobalOp>(name);
+    auto k = g ? g->getAttrOfType<StringAttr>("torch_kind") : StringAttr();
+    return k ? k.str() : "";
+  };
   // BatchNorm statistics are buffers whatever their names.
   std::map<std::string, std::string> statOf;
   std::map<std::string, SmallVector<Operation *>> usersOf;
@@ -105,7 +110,8 @@ int printWeightClasses(ModuleOp module, func::FuncOp fn, const WeightStore &weig
     } else if (rule.forcedTrainable(name)) {
       cls = "parameter";
       why = "--trainable";
-    } else if (std::string r = exporterConstantReason(name, numel); !r.empty()) {
+    } else if (std::string r = exporterConstantReason(name, numel, torchKindOf(name));
+               !r.empty()) {
       cls = "constant";
       why = r;
     } else {

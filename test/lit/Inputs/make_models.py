@@ -423,6 +423,31 @@ def exporter_literals():
     return model(nodes, [vi("x", F, [2, 3])], [out("logits")], inits)
 
 
+@register("torch-kinds.onnx")
+def torch_kinds():
+    """As the PyTorch 2.x exporter writes it: each initializer's torch.export input kind in
+    value_info metadata (binary only: Debian's ONNX 1.12 text parser does not know the
+    field). A scalar PARAMETER trains; a float BUFFER that the loss reaches does not."""
+    s = lambda name, v: nh.from_array(np.array(v, dtype=np.float32), name)
+    nodes = [
+        node("MatMul", ["x", "fc.weight"], ["h"], "fc"),
+        node("Mul", ["h", "temperature"], ["t"], "temp"),
+        node("Mul", ["t", "rope.inv_freq"], ["logits"], "freq"),
+    ]
+    w = (np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5) * 0.1
+    inits = [nh.from_array(w, "fc.weight"), s("temperature", 0.7),
+             s("rope.inv_freq", [1.0, 0.5, 0.25, 0.125])]
+    m = model(nodes, [vi("x", F, [2, 3])], [out("logits")], inits, opset=18)
+    m.ir_version = 10
+    for name, kind in [("fc.weight", "PARAMETER"), ("temperature", "PARAMETER"),
+                       ("rope.inv_freq", "BUFFER")]:
+        v = h.make_tensor_value_info(name, F, None)
+        e = v.metadata_props.add()
+        e.key, e.value = "pkg.torch.export.graph_signature.InputSpec.kind", kind
+        m.graph.value_info.append(v)
+    return m
+
+
 @register("int-matmul.onnxtxt")
 def int_matmul():
     # ortc.matmul takes float tensors: the verifier refuses this after conversion, and
