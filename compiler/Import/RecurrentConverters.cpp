@@ -166,10 +166,9 @@ struct Recurrence {
     return backward ? seq - 1 - k : k;
   }
 
-  /// Sets Y from hs[d][t] ([batch, H] each) and a final state output from `last`.
+  /// Sets Y (always: the importer wants output 0 even when nothing reads it; unread
+  /// ops are erased later) from hs[d][t], [batch, H] each.
   void setY(size_t out, ArrayRef<llvm::SmallVector<Value>> hs) {
-    if (!nc.outputUsed(out))
-      return;
     llvm::SmallVector<Value> steps;
     for (int64_t t = 0; t < seq; ++t) {
       llvm::SmallVector<Value> perDir;
@@ -182,6 +181,7 @@ struct Recurrence {
       y = TransposeOp::create(nc.b, nc.loc, y, ArrayRef<int64_t>{2, 0, 1, 3});
     nc.setOutput(out, y);
   }
+  /// Sets a final-state output (Y_h, Y_c) from each direction's last state.
   void setState(size_t out, ArrayRef<Value> last) {
     if (!nc.outputUsed(out))
       return;
