@@ -23,7 +23,7 @@ using Shape = llvm::SmallVector<int64_t>;
 /// checked once, and the few patterns every step builds.
 struct Recurrence {
   NodeCtx &nc;
-  int64_t gates;      ///< 4 for LSTM (i, o, f, c), 3 for GRU (z, r, h)
+  int64_t gates; ///< 4 for LSTM (i, o, f, c), 3 for GRU (z, r, h)
   int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
   bool reverseOnly = false, batchFirst = false;
   Type elem;
