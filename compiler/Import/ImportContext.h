@@ -143,6 +143,10 @@ struct ConverterInfo {
 /// The converters by ONNX op type (default domain).
 const std::map<std::string, ConverterInfo> &converterTable();
 
+/// LSTM and GRU, unrolled over the sequence (RecurrentConverters.cpp).
+mlir::LogicalResult convLSTM(NodeCtx &nc);
+mlir::LogicalResult convGRU(NodeCtx &nc);
+
 } // namespace ortc
 
 #endif // ORTC_IMPORT_IMPORTCONTEXT_H

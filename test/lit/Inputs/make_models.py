@@ -608,6 +608,43 @@ def weights_binary():
     return weights()
 
 
+#===-- LSTM and GRU (seq 3, batch 2, input 2, hidden 2) -----------------===#
+
+def rnn_model(op, extra_inputs=(), inits=(), **attrs):
+    gates = 4 if op == "LSTM" else 3
+    ins = ["x", "W", "R", "B"] + list(extra_inputs)
+    nodes = [node(op, ins, ["y", "y_h"], op.lower(), hidden_size=2, **attrs)]
+    weights = [f32("W", [1, 2 * gates, 2], -1.0), f32("R", [1, 2 * gates, 2], -2.0),
+               f32("B", [1, 4 * gates], -3.0)] + list(inits)
+    return model(nodes, [vi("x", F, [3, 2, 2])], [out("y"), out("y_h")], weights)
+
+
+@register("rnn-lstm.onnxtxt")
+def rnn_lstm():
+    return rnn_model("LSTM")
+
+
+@register("rnn-bad-clip.onnxtxt")
+def rnn_bad_clip():
+    return rnn_model("LSTM", clip=1.0)
+
+
+@register("rnn-bad-activation.onnxtxt")
+def rnn_bad_activation():
+    return rnn_model("GRU", activations=["Sigmoid", "Relu"])
+
+
+@register("rnn-bad-input-forget.onnxtxt")
+def rnn_bad_input_forget():
+    return rnn_model("LSTM", input_forget=1)
+
+
+@register("rnn-bad-seq-lens.onnxtxt")
+def rnn_bad_seq_lens():
+    lens = nh.from_array(np.array([3, 2], dtype=np.int32), "lens")
+    return rnn_model("GRU", ["lens"], [lens])
+
+
 @register("random.onnx")
 def random_bytes():
     # Not a protobuf at all.
