@@ -17,21 +17,9 @@ using namespace mlir;
 namespace ortc {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
 int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
-Shape shapeOf(RankedTensorType t) { return Shape(t.getShape().begin(), t.getShape().end()); }
-
 //===-- host evaluation ---------------------------------------------------===//
-
-/// Row-major strides of a shape.
-Shape stridesOf(const Shape &s) {
-  Shape st(s.size(), 1);
-  for (int i = (int)s.size() - 2; i >= 0; --i)
-    st[i] = st[i + 1] * s[i + 1];
-  return st;
-}
 
 /// Numpy broadcast of host tensors through `f`.
 HostTensor hostMap(const std::vector<const HostTensor *> &in, int32_t outType,
@@ -1622,6 +1610,43 @@ LogicalResult convXor(NodeCtx &nc) {
 // gradient rule (a scatter-add) trains through them. Indices computed at run time
 // are refused with the reason.
 
+} // namespace
+
+Shape stridesOf(const Shape &s) {
+  Shape st(s.size(), 1);
+  for (int i = (int)s.size() - 2; i >= 0; --i)
+    st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+Value hostConstant(NodeCtx &nc, HostTensor t, Type elementType) {
+  Operand o;
+  o.type = RankedTensorType::get(t.shape, elementType);
+  o.host = std::move(t);
+  return nc.ic.materialize(o, nc.loc);
+}
+
+LogicalResult gatherFlat(NodeCtx &nc, const std::vector<int64_t> &flat, const Shape &shape) {
+  if (const HostTensor *x = nc.constant(0); x && !nc.operand(0).isTrainableCandidate()) {
+    nc.setOutputHost(0, hostTake(*x, shape, flat));
+    return success();
+  }
+  Value x = nc.in(0);
+  Value flatX = reshape(nc, x, {numElements(shapeOf(tensorTypeOf(x)))});
+  HostTensor idx;
+  idx.elemType = onnx::TensorProto::INT64;
+  idx.shape = shape;
+  idx.data.assign(flat.begin(), flat.end());
+  Value ixv = hostConstant(nc, std::move(idx), nc.b.getI64Type());
+  auto op = nc.checked<GatherOp>(1, flatX, ixv, int64_t(0));
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+namespace {
+
 /// Flat offsets of GatherElements(data, indices, axis), or failure.
 LogicalResult gatherElementsOffsets(NodeCtx &nc, const Shape &data, const HostTensor &ix,
                                     int64_t axis, std::vector<int64_t> &flat) {
@@ -1644,29 +1669,6 @@ LogicalResult gatherElementsOffsets(NodeCtx &nc, const Shape &data, const HostTe
     }
     flat.push_back(off);
   }
-  return success();
-}
-
-/// Gathers the flattened input 0 at `flat`, shaped `shape` (host or IR).
-LogicalResult gatherFlat(NodeCtx &nc, const std::vector<int64_t> &flat, const Shape &shape) {
-  if (const HostTensor *x = nc.constant(0); x && !nc.operand(0).isTrainableCandidate()) {
-    nc.setOutputHost(0, hostTake(*x, shape, flat));
-    return success();
-  }
-  Value x = nc.in(0);
-  Value flatX = reshape(nc, x, {numElements(shapeOf(tensorTypeOf(x)))});
-  HostTensor idx;
-  idx.elemType = onnx::TensorProto::INT64;
-  idx.shape = shape;
-  idx.data.assign(flat.begin(), flat.end());
-  Operand io;
-  io.type = RankedTensorType::get(shape, nc.b.getI64Type());
-  io.host = std::move(idx);
-  Value ixv = nc.ic.materialize(io, nc.loc);
-  auto op = nc.checked<GatherOp>(1, flatX, ixv, int64_t(0));
-  if (!op)
-    return failure();
-  nc.setOutput(0, op);
   return success();
 }
 
@@ -1972,6 +1974,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Constant", {convConstant, 7}},
       {"ConstantOfShape", {convConstantOfShape, 9}},
       {"Conv", {convConv, 7}},
+      {"ConvTranspose", {convConvTranspose, 7}},
       {"Cos", {convCos, 7}},
       {"CumSum", {convCumSum, 11}},
       {"Div", {convDiv, 7}},
@@ -2030,6 +2033,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"ReduceSum", {convReduceSum, 7}},
       {"Relu", {unary<ReluOp>, 7}},
       {"Reshape", {convReshape, 7}},
+      {"Resize", {convResize, 10}},
       {"Round", {convRound, 11}},
       {"Selu", {convSelu, 7}},
       {"SequenceAt", {convSequenceAt, 11}},
@@ -2053,6 +2057,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Transpose", {convTranspose, 7}},
       {"Trilu", {convTrilu, 14}},
       {"Unsqueeze", {convUnsqueeze, 7}},
+      {"Upsample", {convUpsample, 7}},
       {"Where", {convWhere, 9}},
       {"Xor", {convXor, 7}},
   };

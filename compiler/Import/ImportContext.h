@@ -135,6 +135,24 @@ public:
   mlir::LogicalResult fail(const llvm::Twine &msg);
 };
 
+using Shape = std::vector<int64_t>;
+
+inline Shape shapeOf(mlir::RankedTensorType t) {
+  return Shape(t.getShape().begin(), t.getShape().end());
+}
+/// Row-major strides of a shape.
+Shape stridesOf(const Shape &s);
+
+/// The IR constant holding `t`'s data with element type `elementType`.
+mlir::Value hostConstant(NodeCtx &nc, HostTensor t, mlir::Type elementType);
+
+/// Gathers the flattened input 0 of `nc` at the flat offsets `flat` into output 0,
+/// shaped `shape`: folded on the host when input 0 is an import-time constant (not a
+/// weight), else one `ortc.gather` with a constant index tensor (whose gradient rule,
+/// a scatter-add, trains through it).
+mlir::LogicalResult gatherFlat(NodeCtx &nc, const std::vector<int64_t> &flat,
+                               const Shape &shape);
+
 using Converter = mlir::LogicalResult (*)(NodeCtx &);
 struct ConverterInfo {
   Converter fn;
@@ -143,9 +161,14 @@ struct ConverterInfo {
 /// The converters by ONNX op type (default domain).
 const std::map<std::string, ConverterInfo> &converterTable();
 
+// Converter families with files of their own.
 /// LSTM and GRU, unrolled over the sequence (RecurrentConverters.cpp).
 mlir::LogicalResult convLSTM(NodeCtx &nc);
 mlir::LogicalResult convGRU(NodeCtx &nc);
+/// Transposed convolution and resizing (ResizeConverters.cpp).
+mlir::LogicalResult convConvTranspose(NodeCtx &nc);
+mlir::LogicalResult convResize(NodeCtx &nc);
+mlir::LogicalResult convUpsample(NodeCtx &nc);
 
 } // namespace ortc
 

@@ -42,7 +42,7 @@ COMPILE_TIME_INPUTS = {
     "ReduceSum": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4), "Split": (1,),
     "Squeeze": (1,), "Tile": (1,), "Trilu": (1,), "Unsqueeze": (1,),
     "GatherElements": (1,), "GatherND": (1,), "CumSum": (1,), "SequenceAt": (1,),
-    "SplitToSequence": (1,), "LSTM": (4,), "GRU": (4,),
+    "SplitToSequence": (1,), "LSTM": (4,), "GRU": (4,), "Resize": (1, 2, 3), "Upsample": (1,),
 }
 MAX_MODEL_BYTES = 4 << 20  # models (with their data) larger than this are skipped
 TIMEOUT_S = 60

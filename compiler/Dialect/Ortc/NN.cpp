@@ -132,6 +132,33 @@ LogicalResult ConvOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult ConvGradInputOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                             SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  Value g = dys[0];
+  if (!g)
+    return success();
+  // y = conv^T(dy; w) is the adjoint of x -> conv(x; w): <conv(g; w), dy> = <g, y>, so
+  // d/d dy = conv(g; w) with the same geometry and d/dw = conv_grad_weight(dy, x = g).
+  Location loc = getLoc();
+  auto dyType = getDy().getType();
+  auto wType = getW().getType();
+  int64_t ns = dyType.getRank() - 2;
+  ArrayRef<int64_t> strides = getStrides(), pads = getPads(), dil = getDilations();
+  SmallVector<int64_t> shape{getType().getDimSize(0), wType.getDimSize(0)};
+  for (int64_t i = 0; i < ns; ++i)
+    shape.push_back(windowOut(getType().getDimSize(i + 2), wType.getDimSize(i + 2),
+                              strides[i], pads[i], pads[i + ns], dil[i], false));
+  if (ArrayRef<int64_t>(shape) != dyType.getShape())
+    return emitOpError("has no gradient rule: a convolution of its result gives ")
+           << dyType.clone(shape) << ", not the shape of dy " << dyType;
+  grads[0] = ConvOp::create(b, loc, dyType, g, getW(), Value(), strides, pads, dil,
+                            getGroup());
+  grads[1] = ConvGradWeightOp::create(b, loc, wType, getDy(), g, strides, pads, dil,
+                                      getGroup());
+  return success();
+}
+
 #define ORTC_POOL_INFER(OP)                                                    \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
                                      Adaptor adaptor,                          \

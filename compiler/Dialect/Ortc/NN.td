@@ -28,8 +28,15 @@ def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure]> {
+def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let summary = "dx of conv given dy and w; the result type gives x's shape";
+  let description = [{
+    The transposed convolution of `dy` by `w` (also ONNX ConvTranspose, which imports
+    as this op). Input positions no window reads are 0, so the result may extend past
+    the last window by less than a stride (ConvTranspose's output_padding); the end
+    pads are not read.
+  }];
   let arguments = (ins Ortc_FloatTensor:$dy, Ortc_FloatTensor:$w,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations, I64Attr:$group);

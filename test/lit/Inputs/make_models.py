@@ -238,6 +238,21 @@ def conv_pool():
     return model(nodes, [vi("x", F, [1, 2, 5, 5])], outputs, inits)
 
 
+@register("upsample.onnxtxt")
+def upsample():
+    scales = nh.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
+    nodes = [
+        node("ConvTranspose", ["x", "Wt", "Bt"], ["convt"], "convt_node", strides=[2, 2],
+             pads=[1, 1, 1, 1], output_padding=[1, 1]),
+        node("Resize", ["x", "", "scales"], ["nearest"], "nearest_node", mode="nearest",
+             coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        node("Resize", ["x", "", "", "sizes"], ["linear"], "linear_node", mode="linear"),
+    ]
+    inits = [f32("Wt", [2, 3, 3, 3]), f32("Bt", [3]), scales, i64("sizes", [1, 2, 5, 5])]
+    outputs = [out(n) for n in ["convt", "nearest", "linear"]]
+    return model(nodes, [vi("x", F, [1, 2, 3, 3])], outputs, inits)
+
+
 @register("norm.onnxtxt")
 def norm():
     nodes = [
@@ -475,6 +490,12 @@ def bad_unknown_op():
 def bad_empty_required():
     return model([node("Concat", ["", "x"], ["y"], "concat_node", axis=0)],
                  [vi("x", F, [2])], [out("y")])
+
+
+@register("bad-resize-runtime.onnxtxt")
+def bad_resize_runtime():
+    return model([node("Resize", ["x", "", "s"], ["y"], "resize_node")],
+                 [vi("x", F, [1, 1, 2, 2]), vi("s", F, [4])], [out("y")])
 
 
 @register("bad-dangling.onnxtxt")

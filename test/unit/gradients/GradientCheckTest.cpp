@@ -258,6 +258,15 @@ std::vector<Case> cases() {
   out.push_back({"conv1d_dilated", {{"x", {1, 2, 7}}, {"w", {3, 2, 2}}},
                  "  %y = ortc.conv %x, %w {dilations = array<i64: 2>, group = 1 : i64, pads = array<i64: 0, 1>, strides = array<i64: 1>} : (tensor<1x2x7xf64>, tensor<3x2x2xf64>) -> tensor<1x3x6xf64>",
                  {1, 3, 6}});
+  // conv_grad_input is also ONNX ConvTranspose: dy and w both get gradients. The 6x6
+  // result extends one row/column past the last window (output_padding 1).
+  out.push_back({"conv_grad_input_stride_pad_group_outpad",
+                 {{"d", {2, 4, 3, 3}}, {"w", {4, 3, 3, 3}}},
+                 "  %y = ortc.conv_grad_input %d, %w {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x3x3xf64>, tensor<4x3x3x3xf64>) -> tensor<2x6x6x6xf64>",
+                 {2, 6, 6, 6}});
+  out.push_back({"conv_grad_input_1d_dilated", {{"d", {1, 3, 4}}, {"w", {3, 2, 2}}},
+                 "  %y = ortc.conv_grad_input %d, %w {dilations = array<i64: 2>, group = 1 : i64, pads = array<i64: 0, 1>, strides = array<i64: 1>} : (tensor<1x3x4xf64>, tensor<3x2x2xf64>) -> tensor<1x2x5xf64>",
+                 {1, 2, 5}});
   out.push_back({"max_pool", {{"x", {2, 2, 5, 5}}},
                  "  %y = ortc.max_pool %x {ceil_mode = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<2x2x5x5xf64> -> tensor<2x2x3x3xf64>",
                  {2, 2, 3, 3}});
