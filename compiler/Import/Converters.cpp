@@ -201,11 +201,9 @@ LogicalResult convClip(NodeCtx &nc) {
   return success();
 }
 
-LogicalResult convCast(NodeCtx &nc) {
-  int32_t to = nc.attrInt("to", 0);
-  Type elt = elementTypeOf(nc.ic.ctx, to);
-  if (!elt)
-    return nc.fail("cast to unsupported dtype " + onnxTypeName(to));
+/// Input 0 converted to `elt` (ONNX type `to`): on the host when known at import
+/// time, else an `ortc.cast` (none when the type already matches).
+LogicalResult castInput0(NodeCtx &nc, int32_t to, Type elt) {
   if (nc.allHost()) {
     const HostTensor &x = *nc.constant(0);
     bool toBool = to == onnx::TensorProto::BOOL;
@@ -215,8 +213,18 @@ LogicalResult convCast(NodeCtx &nc) {
     return success();
   }
   Value x = nc.in(0);
-  nc.setOutput(0, CastOp::create(nc.b, nc.loc, tensorTypeOf(x).clone(elt), x));
+  nc.setOutput(0, tensorTypeOf(x).getElementType() == elt
+                      ? x
+                      : CastOp::create(nc.b, nc.loc, tensorTypeOf(x).clone(elt), x).getResult());
   return success();
+}
+
+LogicalResult convCast(NodeCtx &nc) {
+  int32_t to = nc.attrInt("to", 0);
+  Type elt = elementTypeOf(nc.ic.ctx, to);
+  if (!elt)
+    return nc.fail("cast to unsupported dtype " + onnxTypeName(to));
+  return castInput0(nc, to, elt);
 }
 
 using HostFn = double (*)(double, double);
@@ -1534,21 +1542,9 @@ LogicalResult convIsInf(NodeCtx &nc) {
 }
 
 LogicalResult convCastLike(NodeCtx &nc) {
+  // Only the type of `target_type` matters; it is never read at run time.
   Type elt = nc.type(1).getElementType();
-  int32_t to = nc.constant(1) ? nc.constant(1)->elemType : onnxTypeOf(elt);
-  if (nc.allHost()) {
-    const HostTensor &x = *nc.constant(0);
-    bool toBool = to == onnx::TensorProto::BOOL;
-    nc.setOutputHost(0, hostMap({&x}, to, [toBool](auto &a) {
-      return toBool ? (a[0] != 0 ? 1.0 : 0.0) : a[0];
-    }));
-    return success();
-  }
-  Value x = nc.in(0);
-  nc.setOutput(0, tensorTypeOf(x).getElementType() == elt
-                      ? x
-                      : CastOp::create(nc.b, nc.loc, tensorTypeOf(x).clone(elt), x).getResult());
-  return success();
+  return castInput0(nc, nc.constant(1) ? nc.constant(1)->elemType : onnxTypeOf(elt), elt);
 }
 
 /// Comparisons and logic without an op of their own, composed so that NaN compares
