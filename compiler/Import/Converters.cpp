@@ -1952,6 +1952,149 @@ LogicalResult convBernoulli(NodeCtx &nc) {
   return success();
 }
 
+//===-- reductions and normalisations composed of core ops ------------------===//
+
+/// The axes and keepdims of a Reduce* node (attribute or, from `axesInputOpset`, input
+/// 1); `noop` is set when the node reduces nothing (noop_with_empty_axes).
+LogicalResult reduceAxes(NodeCtx &nc, int64_t axesInputOpset, Shape &ax, bool &keep,
+                         bool &noop) {
+  std::optional<Shape> axes;
+  if (failed(intsFrom(nc, "axes", 1, axesInputOpset, axes)))
+    return failure();
+  int64_t rank = nc.type(0).getRank();
+  keep = nc.attrInt("keepdims", 1);
+  ax = axes.value_or(Shape{});
+  noop = ax.empty() && nc.attrInt("noop_with_empty_axes", 0);
+  if (ax.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      ax.push_back(i);
+  return normAxes(nc, ax, rank);
+}
+
+/// ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp as
+/// `pre` (elementwise), a sum or max, and `post`; their gradients come from the parts.
+enum class ReduceForm { Min, L1, L2, SumSquare, LogSum, LogSumExp };
+template <ReduceForm F> LogicalResult composedReduce(NodeCtx &nc) {
+  Shape ax;
+  bool keep, noop;
+  if (failed(reduceAxes(nc, 18, ax, keep, noop)))
+    return failure();
+  Value x = nc.in(0);
+  if (!isa<FloatType>(tensorTypeOf(x).getElementType()) && F != ReduceForm::Min)
+    return nc.fail("input must be a float tensor");
+  OpBuilder &b = nc.b;
+  Location loc = nc.loc;
+  if (noop) {
+    // The reduction of nothing: the elementwise part alone.
+    Value v = x;
+    if (F == ReduceForm::L1 || F == ReduceForm::L2) v = AbsOp::create(b, loc, x);
+    if (F == ReduceForm::SumSquare) v = MulOp::create(b, loc, x, x);
+    if (F == ReduceForm::LogSum || F == ReduceForm::LogSumExp) v = F == ReduceForm::LogSum ? LogOp::create(b, loc, x).getResult() : x;
+    nc.setOutput(0, v);
+    return success();
+  }
+  auto sum = [&](Value v, bool k) { return ReduceSumOp::create(b, loc, v, ax, k).getResult(); };
+  Value r;
+  switch (F) {
+  case ReduceForm::Min:
+    // min = -max(-x); for booleans all = !any(!x).
+    if (tensorTypeOf(x).getElementType().isInteger(1))
+      r = NotOp::create(b, loc, ReduceMaxOp::create(b, loc, NotOp::create(b, loc, x), ax, keep));
+    else
+      r = NegOp::create(b, loc, ReduceMaxOp::create(b, loc, NegOp::create(b, loc, x), ax, keep));
+    break;
+  case ReduceForm::L1:
+    r = sum(AbsOp::create(b, loc, x), keep);
+    break;
+  case ReduceForm::L2:
+    r = SqrtOp::create(b, loc, sum(MulOp::create(b, loc, x, x), keep));
+    break;
+  case ReduceForm::SumSquare:
+    r = sum(MulOp::create(b, loc, x, x), keep);
+    break;
+  case ReduceForm::LogSum:
+    r = LogOp::create(b, loc, sum(x, keep));
+    break;
+  case ReduceForm::LogSumExp: {
+    // max + log(sum(exp(x - max))): finite for large x; the max's gradient cancels.
+    Value m = ReduceMaxOp::create(b, loc, x, ax, true);
+    Value e = ExpOp::create(b, loc, SubOp::create(b, loc, x, broadcastTo(b, loc, m, shapeOf(tensorTypeOf(x)))));
+    r = AddOp::create(b, loc, m, LogOp::create(b, loc, sum(e, true)));
+    if (!keep) {
+      Shape out;
+      for (int64_t d = 0; d < tensorTypeOf(x).getRank(); ++d)
+        if (!llvm::is_contained(ax, d))
+          out.push_back(tensorTypeOf(x).getDimSize(d));
+      r = reshape(nc, r, out);
+    }
+    break;
+  }
+  }
+  nc.setOutput(0, r);
+  return success();
+}
+
+/// Normalises x [N, C, S...] over the dims from `axis` of its `view` (a reshape of x)
+/// with the layer_norm kernel (unit scale, no bias), returned in x's shape.
+Value normalizeView(NodeCtx &nc, Value x, const Shape &view, int64_t axis, double eps) {
+  Value v = reshape(nc, x, view);
+  Shape norm(view.begin() + axis, view.end());
+  Value ones = splat(nc.b, nc.loc, RankedTensorType::get(norm, tensorTypeOf(x).getElementType()), 1.0);
+  auto op = nc.checked<LayerNormOp>(3, v, ones, Value(), nc.b.getI64IntegerAttr(axis),
+                                    nc.b.getF64FloatAttr(eps));
+  return op ? reshape(nc, op->getResult(0), shapeOf(tensorTypeOf(x))) : Value();
+}
+
+/// y * scale + bias with [C] vectors broadcast along dim 1 of y.
+Value perChannelAffine(NodeCtx &nc, Value y, Value scaleC, Value biasC) {
+  Shape ys = shapeOf(tensorTypeOf(y)), cs(ys.size(), 1);
+  cs[1] = ys[1];
+  auto bc = [&](Value v) { return broadcastTo(nc.b, nc.loc, reshape(nc, v, cs), ys); };
+  Value r = MulOp::create(nc.b, nc.loc, y, bc(scaleC));
+  return biasC ? AddOp::create(nc.b, nc.loc, r, bc(biasC)).getResult() : r;
+}
+
+LogicalResult convInstanceNorm(NodeCtx &nc) {
+  Shape xs = shapeOf(nc.type(0));
+  if (xs.size() < 3)
+    return nc.fail("InstanceNormalization needs rank >= 3");
+  if (shapeOf(nc.type(1)) != Shape{xs[1]} || shapeOf(nc.type(2)) != Shape{xs[1]})
+    return nc.fail("scale and B must be [C]");
+  Value y = normalizeView(nc, nc.in(0), xs, 2, nc.attrFloat("epsilon", 1e-5));
+  if (!y)
+    return failure();
+  nc.setOutput(0, perChannelAffine(nc, y, nc.in(1), nc.in(2)));
+  return success();
+}
+
+LogicalResult convGroupNorm(NodeCtx &nc) {
+  Shape xs = shapeOf(nc.type(0));
+  int64_t groups = nc.attrInt("num_groups", 0);
+  if (xs.size() < 3 || groups <= 0 || xs[1] % groups)
+    return nc.fail("needs rank >= 3 and num_groups dividing the channels");
+  int64_t per = xs[1] / groups;
+  Value x = nc.in(0);
+  Value y = normalizeView(nc, x, {xs[0], groups, numElements(xs) / (xs[0] * groups)}, 2,
+                          nc.attrFloat("epsilon", 1e-5));
+  if (!y)
+    return failure();
+  Value sc = nc.in(1), bi = nc.in(2);
+  // Opset 18 gives scale and bias per group, 21 per channel (as PyTorch).
+  if (shapeOf(tensorTypeOf(sc)) == Shape{groups} && per != 1) {
+    if (nc.ic.opset >= 21)
+      return nc.fail("scale and bias must be [C] at opset 21");
+    auto perGroup = [&](Value v) {
+      return reshape(nc, broadcastTo(nc.b, nc.loc, reshape(nc, v, {groups, 1}), {groups, per}), {xs[1]});
+    };
+    sc = perGroup(sc);
+    bi = perGroup(bi);
+  } else if (shapeOf(tensorTypeOf(sc)) != Shape{xs[1]} || shapeOf(tensorTypeOf(bi)) != Shape{xs[1]}) {
+    return nc.fail("scale and bias must be [C] (or [num_groups] before opset 21)");
+  }
+  nc.setOutput(0, perChannelAffine(nc, y, sc, bi));
+  return success();
+}
+
 } // namespace
 
 const std::map<std::string, ConverterInfo> &converterTable() {
@@ -1991,10 +2134,12 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"GlobalAveragePool", {convGlobalAveragePool, 7}},
       {"GlobalMaxPool", {convGlobalMaxPool, 7}},
       {"Greater", {convGreater, 7}},
+      {"GroupNormalization", {convGroupNorm, 18}},
       {"GreaterOrEqual", {convGreaterOrEqual, 12}},
       {"HardSigmoid", {convHardSigmoid, 7}},
       {"HardSwish", {convHardSwish, 14}},
       {"Identity", {convIdentity, 7}},
+      {"InstanceNormalization", {convInstanceNorm, 7}},
       {"IsInf", {convIsInf, 10}},
       {"IsNaN", {convIsNaN, 9}},
       {"LSTM", {convLSTM, 7}},
@@ -2026,6 +2171,12 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Reciprocal", {convReciprocal, 7}},
       {"ReduceMax", {convReduceMax, 7}},
       {"ReduceMean", {convReduceMean, 7}},
+      {"ReduceMin", {composedReduce<ReduceForm::Min>, 7}},
+      {"ReduceL1", {composedReduce<ReduceForm::L1>, 7}},
+      {"ReduceL2", {composedReduce<ReduceForm::L2>, 7}},
+      {"ReduceLogSum", {composedReduce<ReduceForm::LogSum>, 7}},
+      {"ReduceLogSumExp", {composedReduce<ReduceForm::LogSumExp>, 7}},
+      {"ReduceSumSquare", {composedReduce<ReduceForm::SumSquare>, 7}},
       {"ReduceSum", {convReduceSum, 7}},
       {"Relu", {unary<ReluOp>, 7}},
       {"Reshape", {convReshape, 7}},
