@@ -2095,6 +2095,142 @@ LogicalResult convGroupNorm(NodeCtx &nc) {
   return success();
 }
 
+//===-- Einsum -------------------------------------------------------------===//
+//
+// The contractions exporters emit (attention's "bhqd,bhkd->bhqk", "bij,bjk->bik",
+// outer products, transposes, sums over a letter): each operand first sums the letters
+// no one else uses, then the two operands become [batch, free, contracted] views by
+// transpose + reshape, one batched matmul contracts them, and a transpose puts the
+// output letters in order. Ellipses and repeated letters in one operand (diagonals)
+// are refused.
+
+LogicalResult convEinsum(NodeCtx &nc) {
+  std::string eq = nc.attrString("equation", "");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  if (eq.find("...") != std::string::npos)
+    return nc.fail("ellipsis ('...') in the equation is not supported");
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> ins;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    ins.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (ins.size() != nc.numInputs() || ins.size() > 2)
+    return nc.fail("only one- and two-operand equations are supported");
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {
+    // Implicit output: the letters used once, in alphabetical order.
+    std::map<char, int> count;
+    for (const auto &s : ins)
+      for (char c : s)
+        ++count[c];
+    for (auto &[c, k] : count)
+      if (k == 1)
+        out += c;
+  }
+  std::map<char, int64_t> size;
+  std::vector<Value> vals;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Shape s = shapeOf(nc.type(i));
+    if (s.size() != ins[i].size())
+      return nc.fail("operand " + std::to_string(i) + " has rank " + std::to_string(s.size()) +
+                     " but '" + ins[i] + "' names " + std::to_string(ins[i].size()) + " dims");
+    for (size_t d = 0; d < s.size(); ++d) {
+      char c = ins[i][d];
+      if (std::count(ins[i].begin(), ins[i].end(), c) > 1)
+        return nc.fail(std::string("letter '") + c + "' repeats in one operand (diagonal)");
+      if (size.count(c) && size[c] != s[d])
+        return nc.fail(std::string("letter '") + c + "' has two sizes");
+      size[c] = s[d];
+    }
+    vals.push_back(nc.in(i));
+  }
+  for (char c : out)
+    if (!size.count(c))
+      return nc.fail(std::string("output letter '") + c + "' is not in an input");
+  OpBuilder &b = nc.b;
+  Location loc = nc.loc;
+  auto uses = [&](char c, size_t except) {
+    if (out.find(c) != std::string::npos)
+      return true;
+    for (size_t j = 0; j < ins.size(); ++j)
+      if (j != except && ins[j].find(c) != std::string::npos)
+        return true;
+    return false;
+  };
+  // Sum the letters only this operand has.
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Shape axes;
+    std::string kept;
+    for (size_t d = 0; d < ins[i].size(); ++d) {
+      if (uses(ins[i][d], i))
+        kept += ins[i][d];
+      else
+        axes.push_back(d);
+    }
+    if (!axes.empty()) {
+      vals[i] = ReduceSumOp::create(b, loc, vals[i], axes, false);
+      ins[i] = kept;
+    }
+  }
+  /// Transposes `v` (letters `from`) to the letter order `to`, then reshapes to `shape`.
+  auto arrange = [&](Value v, const std::string &from, const std::string &to, const Shape &shape) {
+    Shape perm;
+    for (char c : to)
+      perm.push_back(from.find(c));
+    bool identity = true;
+    for (size_t d = 0; d < perm.size(); ++d)
+      identity &= perm[d] == (int64_t)d;
+    if (!identity)
+      v = TransposeOp::create(b, loc, v, perm);
+    return reshape(nc, v, shape);
+  };
+  auto prod = [&](const std::string &letters) {
+    int64_t p = 1;
+    for (char c : letters)
+      p *= size[c];
+    return p;
+  };
+  std::string result;
+  Value r;
+  if (ins.size() == 1) {
+    r = vals[0];
+    result = ins[0];
+  } else {
+    std::string batch, freeA, freeB, contr;
+    for (char c : ins[0]) {
+      bool inB = ins[1].find(c) != std::string::npos, inOut = out.find(c) != std::string::npos;
+      std::string &group = !inB ? freeA : inOut ? batch : contr;
+      group += c;
+    }
+    for (char c : ins[1])
+      if (ins[0].find(c) == std::string::npos)
+        freeB += c;
+    Value a = arrange(vals[0], ins[0], batch + freeA + contr, {prod(batch), prod(freeA), prod(contr)});
+    Value bb = arrange(vals[1], ins[1], batch + contr + freeB, {prod(batch), prod(contr), prod(freeB)});
+    r = MatMulOp::create(b, loc, a, bb, false, false);
+    result = batch + freeA + freeB;
+    Shape full;
+    for (char c : result)
+      full.push_back(size[c]);
+    r = reshape(nc, r, full);
+  }
+  for (char c : result)
+    if (out.find(c) == std::string::npos)
+      return nc.fail(std::string("letter '") + c + "' is neither summed nor in the output");
+  Shape outShape;
+  for (char c : out)
+    outShape.push_back(size[c]);
+  nc.setOutput(0, arrange(r, result, out, outShape));
+  return success();
+}
+
 } // namespace
 
 const std::map<std::string, ConverterInfo> &converterTable() {
@@ -2118,6 +2254,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"CumSum", {convCumSum, 11}},
       {"Div", {convDiv, 7}},
       {"Dropout", {convDropout, 7}},
+      {"Einsum", {convEinsum, 12}},
       {"Elu", {convElu, 7}},
       {"Equal", {convEqual, 7}},
       {"Erf", {unary<ErfOp>, 9}},
