@@ -112,6 +112,14 @@ LogicalResult intsFrom(NodeCtx &nc, const char *attrName, size_t idx, int64_t in
   return success();
 }
 
+/// Checks one axis against `rank` and normalises it (negative counts from the end).
+LogicalResult checkAxis(NodeCtx &nc, int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return nc.fail("axis out of range");
+  axis = normAxis(axis, rank);
+  return success();
+}
+
 /// Normalises and sorts axes; fails on out-of-range or repeated axes.
 LogicalResult normAxes(NodeCtx &nc, Shape &axes, int64_t rank) {
   for (int64_t &a : axes) {
@@ -595,9 +603,8 @@ LogicalResult convConcat(NodeCtx &nc) {
     return nc.fail("Concat without inputs");
   int64_t rank = nc.type(0).getRank();
   int64_t axis = nc.attrInt("axis", 0);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   if (nc.allHost()) {
     HostTensor out;
     out.elemType = nc.constant(0)->elemType;
@@ -730,9 +737,8 @@ LogicalResult convSplit(NodeCtx &nc) {
   Shape in = shapeOf(nc.type(0));
   int64_t rank = in.size();
   int64_t axis = nc.attrInt("axis", 0);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   std::optional<Shape> split;
   if (failed(intsFrom(nc, "split", 1, 13, split)))
     return failure();
@@ -764,9 +770,8 @@ LogicalResult convGather(NodeCtx &nc) {
   Shape data = shapeOf(nc.type(0));
   int64_t rank = data.size();
   int64_t axis = nc.attrInt("axis", 0);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   if (nc.allHost()) {
     const HostTensor &x = *nc.constant(0), &ix = *nc.constant(1);
     Shape out(data.begin(), data.begin() + axis);
@@ -913,23 +918,32 @@ LogicalResult convPad(NodeCtx &nc) {
 
 //===-- reductions and softmax --------------------------------------------===//
 
-template <typename OpT> LogicalResult reduce(NodeCtx &nc, int64_t axesInputOpset) {
+/// The axes and keepdims of a Reduce* node (attribute or, from `axesInputOpset`, input
+/// 1); `noop` is set when the node reduces nothing (noop_with_empty_axes).
+LogicalResult reduceAxes(NodeCtx &nc, int64_t axesInputOpset, Shape &ax, bool &keep,
+                         bool &noop) {
   std::optional<Shape> axes;
   if (failed(intsFrom(nc, "axes", 1, axesInputOpset, axes)))
     return failure();
   int64_t rank = nc.type(0).getRank();
-  bool keep = nc.attrInt("keepdims", 1);
-  Shape ax = axes.value_or(Shape{});
-  if (ax.empty()) {
-    if (nc.attrInt("noop_with_empty_axes", 0)) {
-      nc.ic.values[nc.node.output(0)] = nc.operand(0);
-      return success();
-    }
+  keep = nc.attrInt("keepdims", 1);
+  ax = axes.value_or(Shape{});
+  noop = ax.empty() && nc.attrInt("noop_with_empty_axes", 0);
+  if (ax.empty())
     for (int64_t i = 0; i < rank; ++i)
       ax.push_back(i);
-  }
-  if (failed(normAxes(nc, ax, rank)))
+  return normAxes(nc, ax, rank);
+}
+
+template <typename OpT> LogicalResult reduce(NodeCtx &nc, int64_t axesInputOpset) {
+  Shape ax;
+  bool keep, noop;
+  if (failed(reduceAxes(nc, axesInputOpset, ax, keep, noop)))
     return failure();
+  if (noop) {
+    nc.ic.values[nc.node.output(0)] = nc.operand(0);
+    return success();
+  }
   auto op = nc.checked<OpT>(1, nc.in(0), ax, keep);
   if (!op)
     return failure();
@@ -962,9 +976,8 @@ template <typename OpT> LogicalResult softmaxLike(NodeCtx &nc) {
   Shape in = shapeOf(tensorTypeOf(x));
   int64_t rank = in.size();
   int64_t axis = nc.attrInt("axis", nc.ic.opset < 13 ? 1 : -1);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   if (nc.ic.opset >= 13) {
     nc.setOutput(0, OpT::create(nc.b, nc.loc, x, axis));
     return success();
@@ -1155,9 +1168,8 @@ LogicalResult convLayerNorm(NodeCtx &nc) {
   Value x = nc.in(0);
   int64_t rank = tensorTypeOf(x).getRank();
   int64_t axis = nc.attrInt("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   Value bias = nc.has(2) ? nc.in(2) : Value();
   Shape norm(tensorTypeOf(x).getShape().begin() + axis, tensorTypeOf(x).getShape().end());
   // ONNX broadcasts scale/bias to the normalised shape.
@@ -1671,14 +1683,14 @@ LogicalResult gatherElementsOffsets(NodeCtx &nc, const Shape &data, const HostTe
 LogicalResult convGatherElements(NodeCtx &nc) {
   Shape data = shapeOf(nc.type(0));
   int64_t rank = data.size(), axis = nc.attrInt("axis", 0);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   const HostTensor *ix = nc.constant(1);
   if (!ix)
     return nc.fail("indices computed at run time are not supported (only indices known at "
                    "compile time, as exporters write them)");
   std::vector<int64_t> flat;
-  if (failed(gatherElementsOffsets(nc, data, *ix, normAxis(axis, rank), flat)))
+  if (failed(gatherElementsOffsets(nc, data, *ix, axis, flat)))
     return failure();
   return gatherFlat(nc, flat, ix->shape);
 }
@@ -1734,9 +1746,8 @@ LogicalResult convCumSum(NodeCtx &nc) {
                    "known at compile time, as exporters write for masks and positions)");
   const HostTensor &x = *nc.constant(0);
   int64_t rank = x.shape.size(), axis = toInt64(ax->data[0]);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   bool exclusive = nc.attrInt("exclusive", 0), reverse = nc.attrInt("reverse", 0);
   HostTensor out = x;
   int64_t n = x.shape[axis], inner = stridesOf(x.shape)[axis];
@@ -1794,9 +1805,8 @@ LogicalResult convMod(NodeCtx &nc) {
 LogicalResult convSplitToSequence(NodeCtx &nc) {
   Shape in = shapeOf(nc.type(0));
   int64_t rank = in.size(), axis = nc.attrInt("axis", 0);
-  if (axis < -rank || axis >= rank)
-    return nc.fail("axis out of range");
-  axis = normAxis(axis, rank);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
   bool keep = nc.attrInt("keepdims", 1) != 0;
   Shape sizes;
   if (!nc.has(1)) {
@@ -1954,23 +1964,6 @@ LogicalResult convBernoulli(NodeCtx &nc) {
 
 //===-- reductions and normalisations composed of core ops ------------------===//
 
-/// The axes and keepdims of a Reduce* node (attribute or, from `axesInputOpset`, input
-/// 1); `noop` is set when the node reduces nothing (noop_with_empty_axes).
-LogicalResult reduceAxes(NodeCtx &nc, int64_t axesInputOpset, Shape &ax, bool &keep,
-                         bool &noop) {
-  std::optional<Shape> axes;
-  if (failed(intsFrom(nc, "axes", 1, axesInputOpset, axes)))
-    return failure();
-  int64_t rank = nc.type(0).getRank();
-  keep = nc.attrInt("keepdims", 1);
-  ax = axes.value_or(Shape{});
-  noop = ax.empty() && nc.attrInt("noop_with_empty_axes", 0);
-  if (ax.empty())
-    for (int64_t i = 0; i < rank; ++i)
-      ax.push_back(i);
-  return normAxes(nc, ax, rank);
-}
-
 /// ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp as
 /// `pre` (elementwise), a sum or max, and `post`; their gradients come from the parts.
 enum class ReduceForm { Min, L1, L2, SumSquare, LogSum, LogSumExp };
@@ -1986,10 +1979,13 @@ template <ReduceForm F> LogicalResult composedReduce(NodeCtx &nc) {
   Location loc = nc.loc;
   if (noop) {
     // The reduction of nothing: the elementwise part alone.
-    Value v = x;
-    if (F == ReduceForm::L1 || F == ReduceForm::L2) v = AbsOp::create(b, loc, x);
-    if (F == ReduceForm::SumSquare) v = MulOp::create(b, loc, x, x);
-    if (F == ReduceForm::LogSum || F == ReduceForm::LogSumExp) v = F == ReduceForm::LogSum ? LogOp::create(b, loc, x).getResult() : x;
+    Value v = x; // Min and LogSumExp of one element
+    if (F == ReduceForm::L1 || F == ReduceForm::L2)
+      v = AbsOp::create(b, loc, x);
+    else if (F == ReduceForm::SumSquare)
+      v = MulOp::create(b, loc, x, x);
+    else if (F == ReduceForm::LogSum)
+      v = LogOp::create(b, loc, x);
     nc.setOutput(0, v);
     return success();
   }

@@ -31,12 +31,10 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
                                                                          double(ignoreIndex)));
     Value kept = SelectOp::create(b, loc, ignored, splatLike(b, loc, rowMean, 0.0),
                                   splatLike(b, loc, rowMean, 1.0));
-    auto scalar = RankedTensorType::get({}, lt.getElementType());
     Value count = ReduceSumOp::create(b, loc, kept, ArrayRef<int64_t>{0}, false);
     Value total = ReduceSumOp::create(b, loc, MulOp::create(b, loc, rowMean, kept),
                                       ArrayRef<int64_t>{0}, false);
     Value smooth = NegOp::create(b, loc, DivOp::create(b, loc, total, count));
-    (void)scalar;
     return AddOp::create(b, loc, scale(b, loc, ce, 1.0 - labelSmoothing),
                          scale(b, loc, smooth, labelSmoothing));
   }
