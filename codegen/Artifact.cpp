@@ -4,7 +4,8 @@
 //  1. make `<output>.tmp.<pid>/`; write the kernel source and the kernel library
 //     header it includes (so the folder is self-contained and rebuildable);
 //  2. compile the source with the target's KernelBuild (CPU: the system C++
-//     compiler at an explicit instruction-set level, never -march=native; CUDA/HIP:
+//     compiler at the --cpu instruction-set level, -march=native only when asked,
+//     linked to oneDNN; CUDA/HIP:
 //     nvcc/hipcc), reusing $ORTC_KERNEL_CACHE when set (keyed by the SHA-256 of
 //     source, kernel library and compiler flags);
 //  3. write params.bin (initial values of parameters, buffers and constants);
@@ -174,21 +175,24 @@ bool runCompileCommands(const std::vector<std::string> &commands, const std::str
   return true;
 }
 
-KernelBuild cpuKernelBuild() {
+KernelBuild cpuKernelBuild(const std::string &level,
+                           const std::vector<std::string> &nativeFeatures) {
   const char *cxx = std::getenv("CXX");
   std::string compiler = cxx && *cxx ? cxx : "c++";
   const char *opt = std::getenv("ORTC_CXX_OPT");
   std::string flags = std::string("-std=c++17 ") + (opt && *opt ? opt : "-O2") +
-                      " -march=x86-64-v2 -fPIC -shared -fopenmp";
+                      " -march=" + level + " -fPIC -shared -fopenmp -DORTC_KERN_DNNL";
   KernelBuild b;
   b.sourceName = "kernels.cpp";
   b.libraryName = "ortc_kernels.h";
   b.librarySource = ortcKernelLibrarySource;
   b.products = {"kernels.so"};
   b.compilerId = compiler + " " + flags;
+  for (const std::string &f : nativeFeatures) // -march=native differs by machine
+    b.compilerId += " +" + f;
   b.compile = [compiler, flags](const std::string &dir, std::string &error) {
     return runCompileCommands({"cd " + shellQuote(dir) + " && " + compiler + " " + flags +
-                               " kernels.cpp -o kernels.so -lopenblas"},
+                               " kernels.cpp -o kernels.so -ldnnl"},
                               dir, "compiling the kernels (" + compiler + ")", error);
   };
   return b;
@@ -223,7 +227,9 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   manifest["format"] = "ortc-artifact";
   manifest["format_version"] = 1;
   manifest["target"] = options.target;
-  manifest["arch"] = options.arch.empty() ? std::vector<std::string>{"x86-64-v2"} : options.arch;
+  manifest["arch"] = options.arch;
+  if (!options.cpuFeatures.empty())
+    manifest["cpu_features"] = options.cpuFeatures;
   manifest["kernels_object"] = build.products.front();
   int64_t arena = 0;
   for (const FunctionKernels &f : functions)

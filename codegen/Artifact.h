@@ -56,6 +56,7 @@ std::string dtypeOf(mlir::Type elementType);
 struct ArtifactOptions {
   std::string target, output;
   std::vector<std::string> arch; ///< recorded in the manifest (resolved by the target)
+  std::vector<std::string> cpuFeatures; ///< flags a `--cpu native` build requires
   bool timing = false;
 };
 
@@ -73,8 +74,15 @@ struct KernelBuild {
   std::function<bool(const std::string &dir, std::string &error)> compile;
 };
 
-/// The CPU build: the system C++ compiler at an explicit ISA level, OpenMP, OpenBLAS.
-KernelBuild cpuKernelBuild();
+/// The default x86-64 level of the cpu target: AVX2 + FMA, which every x86-64
+/// server CPU since 2013 (Intel Haswell) and 2017 (AMD Zen) has.
+constexpr const char *kDefaultCpuLevel = "x86-64-v3";
+
+/// The CPU build: the system C++ compiler at an explicit ISA level (`level`, or
+/// "native" for the build machine, whose `nativeFeatures` key the kernel cache),
+/// OpenMP, oneDNN.
+KernelBuild cpuKernelBuild(const std::string &level,
+                           const std::vector<std::string> &nativeFeatures);
 
 /// `s` quoted for a POSIX shell.
 std::string shellQuote(const std::string &s);

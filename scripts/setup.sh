@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   hipcc libamdhip64-dev clang-tools-15
   python3-torch python3-torchvision python3-numpy python3-venv)
 # --target cuda uses the CUDA toolkit at /usr/local/cuda (not a Debian package); --target

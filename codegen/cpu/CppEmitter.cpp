@@ -147,14 +147,14 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         auto ls = typeOf(s.getLogits()).getShape();
         auto ignore = s.getIgnoreIndex();
         bool sum = s.getReduction() == "sum";
-        std::string ig = std::to_string(ignore.value_or(0)) + "LL, " +
+        std::string ig = std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " +
                          (ignore ? "true" : "false");
         // "sum" is the mean times the number of kept rows.
         body << "  const int64_t *labels = " << typed(s.getLabels()) << ";\n";
         body << "  " << T << " factor = 1;\n";
         if (sum)
           body << "  factor = 0;\n  for (int64_t r = 0; r < " << ls[0]
-               << "; ++r)\n    factor += " << (ignore ? "labels[r] != " + std::to_string(*ignore) + "LL" : "1")
+               << "; ++r)\n    factor += " << (ignore ? "labels[r] != " + std::to_string(static_cast<int64_t>(*ignore)) + "LL" : "1")
                << ";\n";
         if constexpr (std::is_same_v<decltype(s), SoftmaxCrossEntropyOp>) {
           body << "  " << T << " *loss = " << typed(res, true) << ";\n";

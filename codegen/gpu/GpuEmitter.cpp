@@ -275,7 +275,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         auto ignore = sce.getIgnoreIndex();
         std::string args = typed(sce.getLogits()) + ", " + typed(sce.getLabels()) + ", " +
                            std::to_string(ls[0]) + ", " + std::to_string(ls[1]) + ", " +
-                           std::to_string(ignore.value_or(0)) + "LL, " + b(ignore.has_value()) +
+                           std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " + b(ignore.has_value()) +
                            ", " + b(sce.getReduction() == "sum");
         if constexpr (std::is_same_v<decltype(sce), SoftmaxCrossEntropyOp>) {
           body << "  " << L << "softmaxCrossEntropy(" << args << ", " << typed(res, true)

@@ -41,6 +41,7 @@ struct BuildOptions {
   std::string output;
   std::string target = "cpu";
   std::vector<std::string> arch;
+  std::string cpu; ///< --cpu level for the cpu target; empty: x86-64-v3
   std::map<std::string, int64_t> dims;
   std::map<std::string, std::vector<int64_t>> shapes;
 

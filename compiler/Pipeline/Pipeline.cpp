@@ -15,8 +15,11 @@
 #include "passes/autodiff/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
+#include "codegen/Artifact.h"
 #include "codegen/cpu/CppEmitter.h"
 #include "codegen/gpu/GpuEmitter.h"
+
+#include "ortc/cpu_features.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -212,9 +215,18 @@ int runBuild(const BuildOptions &options) {
   const TargetInfo *gpu = gpuTargetByName(options.target);
   std::vector<std::string> archs = options.arch;
   std::string gpuCompiler;
-  if (options.target == "cpu" && !archs.empty()) {
-    llvm::errs() << "ortc: error: --arch is for --target cuda or rocm (the CPU target "
-                    "always builds for x86-64-v2)\n";
+  std::vector<std::string> cpuFeatures;
+  if (options.target == "cpu") {
+    if (!archs.empty()) {
+      llvm::errs() << "ortc: error: --arch is for --target cuda or rocm (the CPU target's "
+                      "instruction-set level is --cpu)\n";
+      return 1;
+    }
+    archs = {options.cpu.empty() ? std::string(kDefaultCpuLevel) : options.cpu};
+    if (archs.front() == "native")
+      cpuFeatures = hostNativeFeatures();
+  } else if (!options.cpu.empty()) {
+    llvm::errs() << "ortc: error: --cpu is for --target cpu (GPU targets take --arch)\n";
     return 1;
   }
   if (gpu) {
@@ -322,8 +334,9 @@ int runBuild(const BuildOptions &options) {
   if (options.stopAfter == Phase::Codegen)
     return emitText(source);
   auto c1 = std::chrono::steady_clock::now();
-  ArtifactOptions artifact{options.target, options.output, archs, options.timing};
-  KernelBuild build = gpu ? gpuKernelBuild(*gpu, gpuCompiler, archs) : cpuKernelBuild();
+  ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
+  KernelBuild build =
+      gpu ? gpuKernelBuild(*gpu, gpuCompiler, archs) : cpuKernelBuild(archs.front(), cpuFeatures);
   if (!writeArtifact(artifact, *table, functions, source, build, error2)) {
     llvm::errs() << "ortc: error: " << options.output << ": " << error2 << "\n";
     return 1;

@@ -85,6 +85,7 @@ struct Rules {
   Rule target = enumRule({"cpu", "cuda", "rocm"});
   Rule archName = stringRule("^[A-Za-z0-9_.+-]+$");
   Rule arch = arrayRule(&archName, 1);
+  Rule cpuFeatures = arrayRule(&archName);
   Rule tensors = arrayRule(&tensor);
   Rule functions;
   Rule sha = stringRule("^[0-9a-f]{64}$");
@@ -112,6 +113,7 @@ struct Rules {
                        {"format_version", &version},
                        {"target", &target},
                        {"arch", &arch},
+                       {"cpu_features", &cpuFeatures},
                        {"kernels_object", &fileName},
                        {"arena_bytes", &count},
                        {"tensors", &tensors},
@@ -307,6 +309,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
   m.formatVersion = j["format_version"].get<int64_t>();
   m.target = j["target"].get<std::string>();
   m.arch = strings(j["arch"]);
+  if (j.contains("cpu_features"))
+    m.cpuFeatures = strings(j["cpu_features"]);
   m.kernelsObject = j["kernels_object"].get<std::string>();
   m.arenaBytes = j["arena_bytes"].get<int64_t>();
   for (const auto &t : j["tensors"]) {

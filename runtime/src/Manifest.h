@@ -86,6 +86,8 @@ struct Manifest {
   int64_t formatVersion = 0;
   std::string target, kernelsObject;
   std::vector<std::string> arch;
+  /// CPU flags a `--cpu native` artifact requires (empty for a named level).
+  std::vector<std::string> cpuFeatures;
   int64_t arenaBytes = 0;
   std::vector<TensorDesc> tensors;
   std::map<std::string, size_t> byName;

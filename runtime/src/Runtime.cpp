@@ -14,6 +14,7 @@
 #include "GpuBackend.h"
 #include "Manifest.h"
 #include "Npz.h"
+#include "ortc/cpu_features.h"
 #include "ortc/sha256.h"
 
 #include <dlfcn.h>
@@ -97,29 +98,6 @@ ortc_status readFile(const std::string &path, std::string &out) {
   return ORTC_OK;
 }
 
-/// Whether this CPU runs code compiled for the instruction-set level `arch`.
-bool archSupported(const std::string &arch, std::string &why) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") &&
-            __builtin_cpu_supports("ssse3");
-  bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-            __builtin_cpu_supports("bmi2");
-  bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  if (arch == "x86-64" || arch == "x86-64-v1")
-    return true;
-  if (arch == "x86-64-v2" || arch == "x86-64-v3" || arch == "x86-64-v4") {
-    bool ok = arch.back() == '2' ? v2 : arch.back() == '3' ? v3 : v4;
-    if (!ok)
-      why = "the kernels were compiled for " + arch + ", which this CPU does not support";
-    return ok;
-  }
-#endif
-  why = "the kernels were compiled for '" + arch + "', which this runtime cannot run";
-  return false;
-}
-
 struct Loader {
   ArtifactData &a;
   std::string manifestPath() const { return join(a.dir, "manifest.json"); }
@@ -147,13 +125,13 @@ struct Loader {
     a.gpu = a.manifest.target != "cpu";
     if (!a.gpu)
       for (const std::string &arch : a.manifest.arch)
-        if (!archSupported(arch, error))
-          return fail(ORTC_ERR_TARGET, manifestPath() + ": " + error);
+        if (std::string why = ortc::cpuMismatch(arch, a.manifest.cpuFeatures); !why.empty())
+          return fail(ORTC_ERR_TARGET, manifestPath() + ": " + why);
     if (ortc_status s = checkFiles())
       return s;
     if (ortc_status s = loadKernels())
       return s;
-    return a.gpu ? initGpu() : ORTC_OK;
+    return a.gpu ? initGpu() : setDefaultThreads();
   }
 
   /// Resolves the device API, finds a GPU and checks its arch against the manifest.
@@ -203,6 +181,29 @@ struct Loader {
                                             ", " + std::to_string(t.initOffset + t.initBytes) +
                                             "), outside the file (" + std::to_string(size) +
                                             " bytes)");
+    return ORTC_OK;
+  }
+
+  /// The pool's size until ortc_artifact_set_threads: ORTC_THREADS, else
+  /// OMP_NUM_THREADS (OpenMP reads it itself), else one thread per physical core
+  /// (OpenMP's default of one per logical CPU puts two busy threads on a core).
+  ortc_status setDefaultThreads() {
+    int n = 0;
+    if (const char *env = std::getenv("ORTC_THREADS"); env && *env) {
+      char *end = nullptr;
+      long v = std::strtol(env, &end, 10);
+      if (*end || v <= 0 || v > 4096)
+        return fail(ORTC_ERR_INVALID_ARGUMENT,
+                    std::string("ORTC_THREADS must be a positive thread count, got '") + env +
+                        "'");
+      n = int(v);
+    } else if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+      return ORTC_OK;
+    } else {
+      n = ortc::hostPhysicalCores();
+    }
+    if (auto *omp = reinterpret_cast<void (*)(int)>(dlsym(a.handle, "omp_set_num_threads")))
+      omp(n);
     return ORTC_OK;
   }
 
@@ -479,13 +480,11 @@ ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {
     return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_set_threads: null artifact");
   if (n <= 0)
     return ORTC_OK;
-  // dlsym on the handle also searches the kernels' dependencies (libgomp, openblas).
+  // One pool: the kernels' OpenMP, which oneDNN's GEMM and convolution share.
+  // dlsym on the handle also searches the kernels' dependencies (libgomp).
   if (auto *omp =
           reinterpret_cast<void (*)(int)>(dlsym(artifact->data->handle, "omp_set_num_threads")))
     omp(n);
-  if (auto *blas = reinterpret_cast<void (*)(int)>(
-          dlsym(artifact->data->handle, "openblas_set_num_threads")))
-    blas(n);
   return ORTC_OK;
 }
 

@@ -48,8 +48,8 @@ def to_mock_gpu(cpu_dir, out_dir, arch="sm_90"):
     for name in ("ortc_kernels.h", "params.bin"):
         shutil.copy(os.path.join(cpu_dir, name), out_dir)
     shutil.copy(os.path.join(HERE, "mock_gpu_glue.inc"), out_dir)
-    run(["c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-fopenmp", "-o",
-         os.path.join(out_dir, "kernels.so"), os.path.join(out_dir, "kernels.cpp"), "-lopenblas"])
+    run(["c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o",
+         os.path.join(out_dir, "kernels.so"), os.path.join(out_dir, "kernels.cpp"), "-ldnnl"])
     m = load_json(os.path.join(cpu_dir, "manifest.json"))
     m["target"], m["arch"] = "cuda", [arch]
     m["files"] = {}

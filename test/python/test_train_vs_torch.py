@@ -13,6 +13,9 @@ from ortc_testlib import (ORTC, SAMPLES, TempDir, check_oracle, feed_of, referen
                           without_dropout)
 
 STEPS = 5
+# Every run trains at one and two threads (the pool splits GEMMs, convolutions and loops
+# differently; both must meet the oracle).
+THREADS = (1, 2)
 # AdamW's lr is 0.004, not 0.003: at 0.003 the cnn's first step lands one pre-ReLU value
 # at 2e-7, inside float32 rounding of the ReLU kink, so whether its gradient passes is a
 # coin flip for any float32 implementation (PyTorch's included) and the float64 oracle
@@ -37,37 +40,44 @@ class TrainVsTorch(unittest.TestCase):
             art = os.path.join(d, "m.ortc")
             run([ORTC, "build", model, "-o", art, "--dim", "batch=4"] + build_args)
             np.savez(os.path.join(d, "feed.npz"), **feed_of(ref))
-            log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
-            run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(STEPS),
-                 "--lr", str(lr), "--log-json", log, "--save-params", params])
-            with open(log) as f:
-                losses = [json.loads(line)["loss"] for line in f]
-            trained = dict(np.load(params))
-            # Parameters whose gradient is zero in exact arithmetic (a conv bias right
-            # before BatchNorm, BERT's key bias): every float32 run sees only rounding noise,
-            # and AdamW turns noise into full-size steps, so their updates (and, through the
-            # bias, the BatchNorm running means) are not compared.
-            noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
-                          and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
-            upd, upd64, upd32 = {}, {}, {}
-            for key in ref:
-                if not key.startswith("final/"):
-                    continue
-                pname = key[len("final/"):]
-                self.assertIn(pname, trained, "ortc did not save '%s'" % pname)
-                if pname in noise_only or (opt == "adamw" and noise_only and
-                                           pname.endswith("running_mean")):
-                    continue
-                p0 = ref["init/" + pname].astype(np.float64)
-                upd[pname] = trained[pname] - p0
-                upd64[pname] = ref[key] - p0
-                upd32[pname] = ref32[key] - p0
-            self.assertGreater(len(upd), 0)
-            failures, worst = check_oracle(losses, ref["losses"], ref32["losses"], upd, upd64, upd32,
-                                           "%s/%s" % (name, opt))
-            print("%s/%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
-                  % (name, opt, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
-            self.assertFalse(failures, "\n".join(failures))
+            for threads in THREADS:
+                self.check_run(name, opt, d, art, lr, ref, ref32, threads)
+
+    def check_run(self, name, opt, d, art, lr, ref, ref32, threads):
+        """Trains the built artifact at `threads` and judges it against the float64 run."""
+        log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+        run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(STEPS),
+             "--lr", str(lr), "--log-json", log, "--save-params", params,
+             "--threads", str(threads)])
+        with open(log) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        trained = dict(np.load(params))
+        # Parameters whose gradient is zero in exact arithmetic (a conv bias right
+        # before BatchNorm, BERT's key bias): every float32 run sees only rounding noise,
+        # and AdamW turns noise into full-size steps, so their updates (and, through the
+        # bias, the BatchNorm running means) are not compared.
+        noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
+                      and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
+        upd, upd64, upd32 = {}, {}, {}
+        for key in ref:
+            if not key.startswith("final/"):
+                continue
+            pname = key[len("final/"):]
+            self.assertIn(pname, trained, "ortc did not save '%s'" % pname)
+            if pname in noise_only or (opt == "adamw" and noise_only and
+                                       pname.endswith("running_mean")):
+                continue
+            p0 = ref["init/" + pname].astype(np.float64)
+            upd[pname] = trained[pname] - p0
+            upd64[pname] = ref[key] - p0
+            upd32[pname] = ref32[key] - p0
+        self.assertGreater(len(upd), 0)
+        what = "%s/%s, %d thread%s" % (name, opt, threads, "s" if threads > 1 else "")
+        failures, worst = check_oracle(losses, ref["losses"], ref32["losses"], upd, upd64, upd32,
+                                       what)
+        print("%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
+              % (what, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
+        self.assertFalse(failures, "\n".join(failures))
 
 
 for _name in SAMPLES:

@@ -75,6 +75,11 @@ int main(int argc, char **argv) {
                     "GPU architectures, comma separated (cuda: sm_75, sm_80, sm_86, sm_89, "
                     "sm_90; default sm_80,sm_90. rocm: gfx90a, the default)")
       ->delimiter(',');
+  build->add_option("--cpu", b.cpu,
+                    "cpu target: instruction-set level of the kernels, x86-64-v2, x86-64-v3 "
+                    "(the default: AVX2 + FMA), x86-64-v4 (AVX-512) or native (this machine's "
+                    "CPU, recorded in the artifact)")
+      ->check(CLI::IsMember({"x86-64-v2", "x86-64-v3", "x86-64-v4", "native"}));
   build->add_option("--dim", dims, "Bind a symbolic dim: NAME=N (repeatable)");
   build->add_option("--shape", shapes, "Set an input's shape: INPUT=AxBxC (repeatable)");
   auto *train = build->add_option_group("Training", "Loss and optimizer of the step");
@@ -138,6 +143,9 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--save-checkpoint", t.saveCheckpoint, "Write params + optimizer state");
   trainCmd->add_option("--load-checkpoint", t.loadCheckpoint, "Resume from a checkpoint");
   trainCmd->add_flag("--eval", t.eval, "Evaluate the loss after training");
+  trainCmd->add_option("--threads", t.threads,
+                       "Kernel threads (default: ORTC_THREADS, else one per physical core)")
+      ->check(CLI::PositiveNumber);
   trainCmd->add_flag("--no-graphs", t.noGraphs,
                      "GPU: launch every kernel every step (no graph capture and replay)");
 

@@ -31,7 +31,7 @@ struct TrainOptions {
   std::string loadCheckpoint; ///< checkpoint loaded before training (before loadParams)
   bool eval = false;          ///< run eval_step over the feed after training
   bool quiet = false;         ///< no progress output
-  int threads = 0;            ///< kernel threads; 0 = the libraries' default
+  int threads = 0;            ///< kernel threads; 0 = ORTC_THREADS, else one per core
   bool noGraphs = false;      ///< GPU: launch every kernel every step (no graph replay)
   /// `out` (default std::cout) gets the plain "step i loss X" lines and "eval loss X";
   /// `progress` (default std::cerr) gets the self-overwriting terminal line.

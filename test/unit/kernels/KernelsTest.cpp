@@ -778,6 +778,61 @@ TEST(Conv, GradInputAndWeightFiniteDifferences) {
   }
 }
 
+/// The float passes agree with the double ones (in the oneDNN build: oneDNN's
+/// blocked-layout kernels, or the im2col fallback where it refuses a geometry,
+/// e.g. outputs that leave the end of the input unread).
+TEST(Conv, FloatGradientsMatchDouble) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int ns = trial % 8 == 7 ? 3 : 1 + trial % 2;
+    ConvData d = makeConv(randConvGeom(ns));
+    const ConvGeom g = d.g;
+    Vec r = randVec(d.ySize);
+    Vec dx(d.xSize), dw(d.wSize);
+    convGradInput(r.data(), d.w.data(), dx.data(), g);
+    convGradWeight(r.data(), d.x.data(), dw.data(), g);
+    auto rf = toFloat(r), xf = toFloat(d.x), wf = toFloat(d.w);
+    std::vector<float> dxf(d.xSize, 7.0f), dwf(d.wSize, 7.0f);
+    convGradInput(rf.data(), wf.data(), dxf.data(), g);
+    convGradWeight(rf.data(), xf.data(), dwf.data(), g);
+    EXPECT_TRUE(allCloseF(dxf, dx, 1e-5)) << "trial " << trial;
+    EXPECT_TRUE(allCloseF(dwf, dw, 1e-5)) << "trial " << trial;
+  }
+}
+
+/// A ResNet-sized layer (blocked layouts and reorders in the oneDNN build).
+TEST(Conv, ResNetLayerFloatMatchesDouble) {
+  ConvGeom g{};
+  g.nSpatial = 2;
+  g.N = 2;
+  g.C = 32;
+  g.M = 64;
+  g.group = 1;
+  for (int i = 0; i < 2; ++i) {
+    g.in[i] = 12;
+    g.kernel[i] = 3;
+    g.stride[i] = 2;
+    g.padBegin[i] = 1;
+    g.dilation[i] = 1;
+    g.out[i] = 6;
+  }
+  ConvData d = makeConv(g);
+  Vec r = randVec(d.ySize);
+  Vec y(d.ySize), dx(d.xSize), dw(d.wSize);
+  convForward(d.x.data(), d.w.data(), d.b.data(), y.data(), g);
+  convGradInput(r.data(), d.w.data(), dx.data(), g);
+  convGradWeight(r.data(), d.x.data(), dw.data(), g);
+  auto rf = toFloat(r), xf = toFloat(d.x), wf = toFloat(d.w), bf = toFloat(d.b);
+  std::vector<float> yf(d.ySize), dxf(d.xSize), dwf(d.wSize);
+  for (int rep = 0; rep < 2; ++rep) { // the second run reuses the plans
+    convForward(xf.data(), wf.data(), bf.data(), yf.data(), g);
+    convGradInput(rf.data(), wf.data(), dxf.data(), g);
+    convGradWeight(rf.data(), xf.data(), dwf.data(), g);
+    EXPECT_TRUE(allCloseF(yf, y, 1e-4));
+    EXPECT_TRUE(allCloseF(dxf, dx, 1e-4));
+    EXPECT_TRUE(allCloseF(dwf, dw, 1e-4));
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Pooling
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,218 @@
+# The CPU target's thread pool and instruction-set levels, seen from outside the process:
+# - one pool: during a step the runtime process has exactly the threads it was given (the
+#   kernels' OpenMP pool, which oneDNN shares), and no BLAS library with a pool of its own
+#   is loaded;
+# - `--threads`, ORTC_THREADS and the default (one thread per physical core) size it;
+# - `ortc build --cpu LEVEL` is recorded in the manifest and the runtime refuses a CPU
+#   that lacks the level, naming both.
+import json
+import os
+import subprocess
+import time
+import unittest
+
+import numpy as np
+
+from ortc_testlib import ENV, ORTC, ORTC_RUN, TempDir, run, sample_path
+
+LEVELS = ["x86-64-v2", "x86-64-v3", "x86-64-v4"]
+LEVEL_FLAGS = {  # each level adds these /proc/cpuinfo flags to the one below
+    "x86-64-v2": ["cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"],
+    "x86-64-v3": ["avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"],
+    "x86-64-v4": ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"],
+}
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def physical_cores():
+    cores = set()
+    for cpu in os.sched_getaffinity(0):
+        topo = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            with open(topo + "physical_package_id") as a, open(topo + "core_id") as b:
+                cores.add((a.read().strip(), b.read().strip()))
+        except OSError:
+            return len(os.sched_getaffinity(0))
+    return max(1, len(cores))
+
+
+def feed(d, batch):
+    r = np.random.RandomState(0)
+    path = os.path.join(d, "feed.npz")
+    np.savez(path, x=r.randn(batch, 3, 16, 16).astype(np.float32),
+             labels=r.randint(0, 10, size=(batch,)).astype(np.int64))
+    return path
+
+
+def env_without_threads(**extra):
+    env = {k: v for k, v in ENV.items() if k not in ("ORTC_THREADS", "OMP_NUM_THREADS")}
+    env.update(extra)
+    return env
+
+
+def watch_threads(cmd, env):
+    """Runs cmd, sampling its thread count until it exits: (max threads, mapped libraries
+    seen mid-run, returncode, stderr)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    most, libs, polls = 0, set(), 0
+    while p.poll() is None:
+        try:
+            most = max(most, len(os.listdir("/proc/%d/task" % p.pid)))
+            if polls % 20 == 0:
+                with open("/proc/%d/maps" % p.pid) as f:
+                    libs |= {os.path.basename(line.split()[-1]) for line in f if ".so" in line}
+        except OSError:
+            pass
+        polls += 1
+        time.sleep(0.001)
+    err = p.stderr.read()
+    p.stderr.close()
+    return most, libs, p.returncode, err
+
+
+class ThreadPool(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        cls.d = cls.tmp.__enter__()
+        # The CNN sample at batch 64: steps of several ms, big enough to go parallel.
+        cls.art = os.path.join(cls.d, "cnn.ortc")
+        run([ORTC, "build", sample_path("cnn"), "-o", cls.art, "--dim", "batch=64"])
+        cls.feed = feed(cls.d, 64)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def train(self, env, *args):
+        return watch_threads([ORTC_RUN, "train", self.art, "--data", self.feed,
+                              "--steps", "150"] + list(args), env)
+
+    def test_threads_flag_sizes_the_only_pool(self):
+        for n in (1, 2):
+            most, libs, rc, err = self.train(env_without_threads(), "--threads", str(n))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(most, n, "--threads %d: the process had %d threads" % (n, most))
+            self.assertFalse([l for l in libs if "blas" in l], "a BLAS library is loaded: %s" % libs)
+            self.assertTrue([l for l in libs if l.startswith("libdnnl")], "oneDNN is not loaded")
+
+    def test_ortc_threads_environment(self):
+        most, _, rc, err = self.train(env_without_threads(ORTC_THREADS="1"))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(most, 1)
+
+    def test_default_is_one_thread_per_physical_core(self):
+        most, _, rc, err = self.train(env_without_threads())
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(most, physical_cores())
+
+    def test_bad_ortc_threads_is_an_error(self):
+        p = subprocess.run([ORTC_RUN, "train", self.art, "--data", self.feed, "--steps", "1"],
+                           env=env_without_threads(ORTC_THREADS="many"), capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("ORTC_THREADS", p.stderr)
+        self.assertIn("'many'", p.stderr)
+
+
+class CpuLevels(unittest.TestCase):
+    def build(self, d, *args):
+        art = os.path.join(d, "m.ortc")
+        run([ORTC, "build", sample_path("mlp"), "-o", art, "--dim", "batch=4"] + list(args))
+        with open(os.path.join(art, "manifest.json")) as f:
+            return art, json.load(f)
+
+    def mlp_feed(self, d):
+        r = np.random.RandomState(0)
+        path = os.path.join(d, "feed.npz")
+        np.savez(path, x=r.randn(4, 32).astype(np.float32),
+                 labels=r.randint(0, 10, size=(4,)).astype(np.int64))
+        return path
+
+    def train(self, art, data):
+        return subprocess.run([ORTC_RUN, "train", art, "--data", data, "--steps", "2"],
+                              env=ENV, capture_output=True, text=True)
+
+    def test_default_level_and_native_are_recorded(self):
+        flags = cpu_flags()
+        with TempDir() as d:
+            _, m = self.build(d)
+            self.assertEqual(m["arch"], ["x86-64-v3"])
+            self.assertNotIn("cpu_features", m)
+            _, m = self.build(d, "--cpu", "native")
+            self.assertEqual(m["arch"], ["native"])
+            self.assertTrue(set(m["cpu_features"]) <= flags, m["cpu_features"])
+            self.assertTrue(set(LEVEL_FLAGS["x86-64-v2"]) & flags <= set(m["cpu_features"]))
+
+    def test_refuses_a_level_this_cpu_lacks(self):
+        flags, need = cpu_flags(), set()
+        missing_level = None
+        for level in LEVELS:
+            need |= set(LEVEL_FLAGS[level])
+            if not need <= flags:
+                missing_level = level
+                break
+        with TempDir() as d:
+            if missing_level:
+                art, _ = self.build(d, "--cpu", missing_level)
+                lacking = sorted(need - flags)
+            else:
+                # This CPU runs every level: a native artifact from a machine with one more
+                # extension than this one.
+                art, m = self.build(d, "--cpu", "native")
+                m["cpu_features"].append("amx_fp8")
+                with open(os.path.join(art, "manifest.json"), "w") as f:
+                    json.dump(m, f)
+                lacking, missing_level = ["amx_fp8"], "--cpu native"
+            p = self.train(art, os.path.join(d, "none.npz"))
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn(missing_level.replace("--cpu ", ""), p.stderr)
+            self.assertIn("lacks ", p.stderr)
+            for flag in lacking:
+                self.assertIn(flag, p.stderr.split("lacks ", 1)[1])
+            with open("/proc/cpuinfo") as f:
+                model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+            self.assertIn(model, p.stderr)
+            self.assertIn("rebuild with --cpu", p.stderr)
+
+    def test_every_level_this_cpu_has_trains_alike(self):
+        flags, need, losses = cpu_flags(), set(), {}
+        with TempDir() as d:
+            data = self.mlp_feed(d)
+            for level in LEVELS:
+                need |= set(LEVEL_FLAGS[level])
+                if not need <= flags:
+                    break
+                art, _ = self.build(d, "--cpu", level)
+                log = os.path.join(d, level + ".jsonl")
+                run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--log-json", log])
+                with open(log) as f:
+                    losses[level] = [json.loads(line)["loss"] for line in f]
+            self.assertIn("x86-64-v2", losses)
+            for level, ls in losses.items():
+                np.testing.assert_allclose(ls, losses["x86-64-v2"], rtol=1e-5, err_msg=level)
+
+    def test_cpu_option_errors(self):
+        with TempDir() as d:
+            p = subprocess.run([ORTC, "build", sample_path("mlp"), "-o", os.path.join(d, "a"),
+                                "--dim", "batch=4", "--cpu", "x86-64-v9"],
+                               env=ENV, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--cpu", p.stderr)
+            p = subprocess.run([ORTC, "build", sample_path("mlp"), "-o", os.path.join(d, "a"),
+                                "--dim", "batch=4", "--target", "cuda", "--cpu", "x86-64-v3"],
+                               env=ENV, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("--cpu is for --target cpu", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "a")))
+
+
+if __name__ == "__main__":
+    unittest.main()
