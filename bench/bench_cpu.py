@@ -1,42 +1,80 @@
 #!/usr/bin/env python3
 # Why this exists: ortc claims that compiling the whole training step ahead of time beats running
-# it through a framework. This script checks that claim on the CPU for the four samples. It trains
-# each sample with AdamW in ortc, in PyTorch eager mode and in ONNX Runtime Training, all with the
-# same batch, the same thread count and one machine, and prints step times, peak RSS and ortc's
-# build time side by side. It reports measurements only and asserts nothing. See bench/README.md.
+# it through a framework. This script checks that claim on the CPU at sizes people train: two
+# GPT-2-style decoders, a BERT-style encoder, torchvision's ResNet-18 and an MNIST-sized MLP, each
+# trained by ortc at 1 and 2 threads, by PyTorch eager (best of 1 and 2 threads) and by ONNX Runtime
+# Training, in one run on one machine, with the same batch; plus a per-op table (GEMM 1024^3 against
+# the machine's FMA peak, ResNet-18's convolutions forward+backward against PyTorch). It reports
+# measurements only and asserts nothing on time. See bench/README.md.
 #
-#   .venv/bin/python bench/bench_cpu.py [--samples mlp cnn gpt2 bert] [--batch 4] [--threads 2]
-#                                       [--warmup 10] [--steps 200] [--markdown]
+#   .venv/bin/python bench/bench_cpu.py [--models NAME...] [--threads 1 2] [--warmup 3] [--steps 10]
+#                                       [--no-ops] [--markdown] [--readme] [--samples]
 #
-# PyTorch and ONNX Runtime each run in their own child process (this script with --worker), so
-# each peak RSS belongs to one framework only.
-import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+# PyTorch and ONNX Runtime each run in their own child process (this script with --worker), one per
+# thread count, so each peak RSS belongs to one framework only.
+import argparse, datetime, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES_DIR = os.path.join(REPO, 'samples')
-NAMES = ('mlp', 'cnn', 'gpt2', 'bert')
-LR, WEIGHT_DECAY = 1e-3, 0.01  # AdamW; betas (0.9, 0.999) and eps 1e-8 everywhere
+README = os.path.join(REPO, 'README.md')
+README_BEGIN = '<!-- speed table: written by bench/bench_cpu.py --readme -->'
+README_END = '<!-- end of speed table -->'
+ADAMW = dict(optimizer='adamw', lr=1e-3, weight_decay=0.01)  # betas (0.9, 0.999), eps 1e-8 everywhere
+SGD = dict(optimizer='sgd', lr=0.01, momentum=0.9)
+
+# The benchmark's models: the samples' classes at training sizes (vocab 512, head size 64), built
+# with torch.manual_seed(0) and exported by samples/common.export_training like the samples.
+MODELS = {
+    'gpt d256 L6 T128': dict(family='gpt', d=256, layers=6, heads=4, seq=128, vocab=512, batch=8, **ADAMW),
+    'gpt d128 L4 T64': dict(family='gpt', d=128, layers=4, heads=2, seq=64, vocab=512, batch=8, **ADAMW),
+    'bert d256 L4 T128': dict(family='bert', d=256, layers=4, heads=4, seq=128, vocab=512, batch=8, **ADAMW),
+    'resnet18 64x64': dict(family='resnet', size=64, classes=10, batch=8, **SGD),
+    'mlp 784-1024-1024-10': dict(family='mlp', sizes=[784, 1024, 1024, 10], batch=64, **ADAMW),
+}
+# --samples: the four tiny samples as they are in samples/ (their .onnx files), batch 4.
+SAMPLES = {name: dict(family='sample', sample=name, batch=4, **ADAMW) for name in ('mlp', 'cnn', 'gpt2', 'bert')}
+# Reported, not asserted: ortc 2 threads / 1 thread, and PyTorch eager's best / ortc's best.
+TARGET_SCALING = 1.6
+TARGET_VS_TORCH = {'resnet': 1.2}  # every other family: 1.0
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description='CPU training-step benchmark: ortc vs PyTorch eager vs ONNX Runtime Training')
-    ap.add_argument('--samples', nargs='+', choices=NAMES, default=list(NAMES))
-    ap.add_argument('--batch', type=int, default=4)
-    ap.add_argument('--threads', type=int, default=2)
-    ap.add_argument('--warmup', type=int, default=10, help='steps left out of the median')
-    ap.add_argument('--steps', type=int, default=200, help='timed steps after the warm-up')
-    ap.add_argument('--markdown', action='store_true', help='print the table as markdown')
+    ap.add_argument('--models', nargs='+', metavar='NAME', help='a subset of: ' + ', '.join(MODELS))
+    ap.add_argument('--samples', action='store_true', help='the four tiny samples (batch 4) instead of the training sizes')
+    ap.add_argument('--threads', nargs='+', type=int, default=[1, 2], help='thread counts (default 1 2)')
+    ap.add_argument('--warmup', type=int, default=3, help='steps left out of the median')
+    ap.add_argument('--steps', type=int, default=10, help='timed steps after the warm-up (median; at least 5)')
+    ap.add_argument('--no-ops', action='store_true', help='skip the per-op table (GEMM, ResNet-18 convolutions)')
+    ap.add_argument('--no-ort', action='store_true', help='skip ONNX Runtime Training')
+    ap.add_argument('--timeout', type=int, default=900, help='seconds for one build or one framework run (default 900)')
+    ap.add_argument('--markdown', action='store_true', help='print the tables as markdown (the README block)')
+    ap.add_argument('--readme', action='store_true', help="rewrite README.md's speed table between its markers")
+    ap.add_argument('--label', default='', help='a note for the header line of the tables (e.g. which ortc)')
     ap.add_argument('--ortc', default=os.path.join(REPO, 'build/tools/ortc/ortc'))
     ap.add_argument('--ortc-run', default=os.path.join(REPO, 'build/runtime/ortc-run'))
-    ap.add_argument('--workdir', help='keep artifacts, feeds and logs here (default: a temporary folder, removed)')
-    ap.add_argument('--worker', choices=['torch', 'ort'], help=argparse.SUPPRESS)  # child-process mode
+    ap.add_argument('--workdir', help='keep models, artifacts, feeds and logs here (default: a temporary folder, removed)')
+    ap.add_argument('--worker', choices=['torch', 'ort', 'torch-ops'], help=argparse.SUPPRESS)  # child-process mode
     ap.add_argument('--spec', help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    configs = SAMPLES if args.samples else MODELS
+    unknown = [m for m in args.models or [] if m not in configs]
+    if unknown:
+        ap.error('unknown model(s) %s; choose from: %s' % (', '.join(unknown), ', '.join(configs)))
+    if args.steps < 5 and not args.worker:
+        ap.error('--steps must be at least 5')
+    args.configs = {m: configs[m] for m in (args.models or configs)}
+    return args
 
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
 
 def thread_env(threads):
-    """Environment for every child: OpenMP (ortc kernels, torch) and OpenBLAS use `threads` threads."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    """Environment for a child that runs `threads` threads: OpenMP (ortc's kernels, torch),
+    OpenBLAS, and ortc's own ORTC_THREADS; the command line's --threads is added where supported."""
+    n = str(threads)
+    env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, ORTC_THREADS=n)
     env.pop('ORTC_KERNEL_CACHE', None)  # a cached kernels.so would skip the C++ compile we time
     return env
 
@@ -62,60 +100,161 @@ def short_error(proc_or_text):
     return lines[-1][:300] if lines else 'failed without a message'
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs shared by the three frameworks
+def cell(results, key, fn):
+    """Runs one measurement; a failure becomes an error string in that cell only."""
+    try:
+        results[key] = fn()
+    except Exception as e:  # noqa: BLE001 - every failure is reported, none aborts the run
+        results[key] = 'error: %s' % (str(e).strip().splitlines() or [type(e).__name__])[-1]
+    return results[key]
 
-def prepare_sample(name, batch, workdir):
-    """Writes the feed (inputs + labels, numpy RandomState(0)) and a spec the workers read."""
+
+def best(runs):
+    """The fastest measured run of {threads: result} (None if none was measured)."""
+    ok = [r for r in runs.values() if isinstance(r, dict)]
+    return min(ok, key=lambda r: r['ms']) if ok else None
+
+
+def samples_common():
     sys.path.insert(0, SAMPLES_DIR)
-    import numpy as np, torch
     import common
-    mod, _, mapping, params = common.model_from_onnx(name, dtype=torch.float32)
-    feed_path = os.path.join(workdir, name + '_feed.npz')
-    np.savez(feed_path, **common.make_batch(mod, np.random.RandomState(0), batch))
-    spec = dict(name=name, onnx=common.onnx_path(name), feed=feed_path, workdir=workdir,
+    return common
+
+
+# ---------------------------------------------------------------------------------------------
+# Models: one builder per family, returning (module with INPUTS/NUM_CLASSES/random_inputs/Model,
+# seeded torch model). Both the export (parent) and the PyTorch worker call them.
+
+def gpt_model(cfg):
+    """samples/gpt2's decoder (tied LM head, causal mask buffer, exact GELU, dropout 0.1), resized."""
+    common = samples_common()
+    mod = common.load_sample('gpt2')
+    mod.VOCAB, mod.C, mod.HEADS, mod.LAYERS, mod.SEQ = cfg['vocab'], cfg['d'], cfg['heads'], cfg['layers'], cfg['seq']
+    mod.NUM_CLASSES = mod.VOCAB
+    return mod, common.build(mod)
+
+
+def bert_model(cfg):
+    """samples/bert's encoder (post-LayerNorm, padding mask, tanh pooler, 4 classes), resized."""
+    common = samples_common()
+    mod = common.load_sample('bert')
+    mod.VOCAB, mod.H, mod.HEADS, mod.LAYERS, mod.SEQ = cfg['vocab'], cfg['d'], cfg['heads'], cfg['layers'], cfg['seq']
+    return mod, common.build(mod)
+
+
+def mlp_model(cfg):
+    """samples/mlp's Model (Linear/ReLU stack in self.net, its forward) with cfg['sizes'] widths."""
+    import torch.nn as nn
+    common = samples_common()
+    mod = common.load_sample('mlp')
+    sizes = cfg['sizes']
+
+    class Model(mod.Model):
+        def __init__(self):
+            nn.Module.__init__(self)
+            layers = [m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
+            self.net = nn.Sequential(*layers[:-1])
+
+    mod.Model, mod.NUM_CLASSES = Model, sizes[-1]
+    mod.random_inputs = lambda rng, batch: {'x': rng.randn(batch, sizes[0]).astype('float32')}
+    return mod, common.build(mod)
+
+
+def resnet_model(cfg):
+    """torchvision's resnet18 (BatchNorm in training mode), cfg['size'] square RGB input."""
+    import types
+    import torchvision
+    common = samples_common()
+    mod = types.SimpleNamespace(
+        INPUTS=['input'], NUM_CLASSES=cfg['classes'],
+        Model=lambda: torchvision.models.resnet18(num_classes=cfg['classes']),
+        random_inputs=lambda rng, batch: {'input': rng.randn(batch, 3, cfg['size'], cfg['size']).astype('float32')})
+    return mod, common.build(mod)
+
+
+def sample_model(cfg):
+    """A tiny sample as it is (--samples)."""
+    common = samples_common()
+    mod = common.load_sample(cfg['sample'])
+    return mod, common.build(mod)
+
+
+BUILDERS = dict(gpt=gpt_model, bert=bert_model, mlp=mlp_model, resnet=resnet_model, sample=sample_model)
+
+
+def prepare_model(name, cfg, workdir):
+    """Exports the model (training mode, opset 17; the samples' own .onnx with --samples), writes the
+    feed (inputs + labels from numpy RandomState(0)) and a spec that the workers read."""
+    import numpy as np, onnx
+    common = samples_common()
+    mod, model = BUILDERS[cfg['family']](cfg)
+    slug = re.sub(r'[^A-Za-z0-9]+', '_', name)
+    if cfg['family'] == 'sample':
+        path = common.onnx_path(cfg['sample'])
+    else:
+        path = os.path.join(workdir, slug + '.onnx')
+        common.export_training(mod, model, path, batch=cfg['batch'])
+    mapping, _, params = common.load_onnx_weights(model, onnx.load(path))
+    feed_path = os.path.join(workdir, slug + '_feed.npz')
+    np.savez(feed_path, **common.make_batch(mod, np.random.RandomState(0), cfg['batch']))
+    spec = dict(name=name, slug=slug, cfg=cfg, onnx=path, feed=feed_path, workdir=workdir,
                 trainable=[mapping[p] for p in params], inputs=list(mod.INPUTS),
                 num_classes=mod.NUM_CLASSES, seq_labels=bool(getattr(mod, 'SEQ_LABELS', False)))
-    spec_path = os.path.join(workdir, name + '_spec.json')
-    with open(spec_path, 'w') as f:
+    return write_spec(spec, os.path.join(workdir, slug + '_spec.json'))
+
+
+def write_spec(spec, path):
+    with open(path, 'w') as f:
         json.dump(spec, f)
-    return spec, spec_path
+    return spec, path
 
 
 # ---------------------------------------------------------------------------------------------
 # ortc
 
-def measure_ortc_build(args, spec, env):
+def optimizer_flags(cfg):
+    if cfg['optimizer'] == 'adamw':
+        return ['--optimizer', 'adamw', '--weight-decay', str(cfg['weight_decay'])]
+    return ['--optimizer', 'sgd', '--momentum', str(cfg.get('momentum', 0))]
+
+
+def ortc_build(args, onnx_path, artifact, flags):
     """`ortc build --timing`: wall time of the whole command, and the package phase (C++ compile)."""
-    art = os.path.join(spec['workdir'], spec['name'] + '.ortc')
-    shutil.rmtree(art, ignore_errors=True)
-    cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--dim', 'batch=%d' % args.batch,
-           '--optimizer', 'adamw', '--weight-decay', str(WEIGHT_DECAY), '--timing']
+    shutil.rmtree(artifact, ignore_errors=True)
+    cmd = [args.ortc, 'build', onnx_path, '-o', artifact, '--timing'] + flags
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    p = subprocess.run(cmd, env=thread_env(1), capture_output=True, text=True, timeout=args.timeout)
     wall_s = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError('ortc build: ' + short_error(p))
-    m = re.search(r'codegen: ([\d.]+) ms, package \(C\+\+ compile included\): ([\d.]+) ms', p.stderr)
+    m = re.search(r'codegen: ([\d.]+) ms, package \([^)]*\): ([\d.]+) ms', p.stderr)
     if not m:
         raise RuntimeError('ortc build --timing printed no codegen/package line')
-    return dict(artifact=art, build_s=wall_s, compile_s=float(m.group(2)) / 1e3, codegen_ms=float(m.group(1)))
+    return dict(artifact=artifact, build_s=wall_s, compile_s=float(m.group(2)) / 1e3, codegen_ms=float(m.group(1)))
 
 
-def measure_ortc_step(args, spec, artifact, env):
+def ortc_run_has_threads(args):
+    if not hasattr(args, '_run_threads'):
+        p = subprocess.run([args.ortc_run, '--help'], capture_output=True, text=True)
+        args._run_threads = '--threads' in (p.stdout + p.stderr)
+    return args._run_threads
+
+
+def ortc_train(args, artifact, feed, lr, threads, log, steps=None):
     """`ortc-run train` under /usr/bin/time -v: median step time_ms after warm-up, peak RSS."""
     if not os.path.exists('/usr/bin/time'):
         raise RuntimeError('/usr/bin/time is missing (apt-get install time)')
-    log = os.path.join(spec['workdir'], spec['name'] + '_ortc_log.jsonl')
-    cmd = ['/usr/bin/time', '-v', args.ortc_run, 'train', artifact, '--data', spec['feed'],
-           '--steps', str(args.warmup + args.steps), '--lr', str(LR), '--log-json', log]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    cmd = ['/usr/bin/time', '-v', args.ortc_run, 'train', artifact, '--data', feed, '--quiet',
+           '--steps', str(args.warmup + (steps or args.steps)), '--lr', str(lr), '--log-json', log]
+    if ortc_run_has_threads(args):
+        cmd += ['--threads', str(threads)]
+    p = subprocess.run(cmd, env=thread_env(threads), capture_output=True, text=True, timeout=args.timeout)
     if p.returncode != 0:
         raise RuntimeError('ortc-run train: ' + short_error(p))
     with open(log) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     rss = re.search(r'Maximum resident set size \(kbytes\): (\d+)', p.stderr)
-    return dict(ms=median_after_warmup([r['time_ms'] for r in rows], args.warmup),
+    return dict(ms=median_after_warmup([r['time_ms'] for r in rows], args.warmup), threads=threads,
                 rss_kb=int(rss.group(1)) if rss else None, loss_1=rows[0]['loss'], loss_last=rows[-1]['loss'])
 
 
@@ -123,10 +262,10 @@ def measure_ortc_step(args, spec, artifact, env):
 # PyTorch eager and ONNX Runtime Training: each in a child process (run_worker), whose peak RSS
 # is its own ru_maxrss
 
-def run_worker(kind, args, spec_path, env):
+def run_worker(kind, args, spec_path, threads):
     cmd = [sys.executable, os.path.abspath(__file__), '--worker', kind, '--spec', spec_path,
-           '--threads', str(args.threads), '--warmup', str(args.warmup), '--steps', str(args.steps)]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+           '--threads', str(threads), '--warmup', str(args.warmup), '--steps', str(args.steps)]
+    p = subprocess.run(cmd, env=thread_env(threads), capture_output=True, text=True, timeout=args.timeout)
     if p.returncode != 0:
         raise RuntimeError(short_error(p))
     return last_json_line(p.stdout)
@@ -139,18 +278,23 @@ def worker_result(times_s, warmup, losses, **extra):
 
 
 def torch_worker(args, spec):
-    """PyTorch eager, train mode (dropout on), AdamW; times zero_grad+forward+loss+backward+step."""
-    sys.path.insert(0, SAMPLES_DIR)
-    import numpy as np, torch
+    """PyTorch eager, train mode (dropout on, BatchNorm on batch statistics), the model's optimizer;
+    times forward + loss + backward + step + zero_grad."""
+    import numpy as np, onnx, torch
     import torch.nn.functional as F
-    import common
-    torch.set_num_threads(args.threads)
-    mod, model, _, _ = common.model_from_onnx(spec['name'], spec['onnx'], torch.float32)
-    model.train()
+    common = samples_common()
+    torch.set_num_threads(args.threads[0])
+    cfg = spec['cfg']
+    _, model = BUILDERS[cfg['family']](cfg)
+    common.load_onnx_weights(model, onnx.load(spec['onnx']))  # the exported initial weights
+    model = model.float().train()
     feed = dict(np.load(spec['feed']))
     inputs = [common.to_torch(feed[n]) for n in spec['inputs']]
     labels = common.to_torch(feed['labels']).reshape(-1)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    if cfg['optimizer'] == 'adamw':
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'])
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=cfg['lr'], momentum=cfg['momentum'])
     times, losses = [], []
     for _ in range(args.warmup + args.steps):
         t0 = time.perf_counter()
@@ -165,7 +309,7 @@ def torch_worker(args, spec):
 
 
 def ort_training_model(spec):
-    """The sample's graph, adapted where ORT Training 1.19 needs it (see bench/README.md)."""
+    """The model's graph, adapted where ORT Training 1.19 needs it (see bench/README.md)."""
     import numpy as np, onnx
     proto = onnx.load(spec['onnx'])
     g = proto.graph
@@ -185,33 +329,37 @@ def ort_training_model(spec):
     return proto
 
 
-def ort_wrong_gradients(proto):
-    """Why ORT Training 1.19 would train this graph wrongly, or None. Its BatchNormalization
-    gradient reads outputs 3-4 (saved mean, saved inv std) that only the old 5-output op had;
-    opset 15+ allows 3 outputs, and the gradients then come out wrong (checked against torch)."""
+def ort_not_same_step(proto, cfg):
+    """Why ORT Training 1.19 would not run the same training step as the others, or None."""
     for node in proto.graph.node:
+        # Its BatchNormalization gradient reads outputs 3-4 (saved mean, saved inv std) that only the
+        # old 5-output op had; opset 15+ allows 3 outputs, and the gradients then come out wrong
+        # (checked against torch on the cnn sample).
         training = any(a.name == 'training_mode' and a.i for a in node.attribute)
         if node.op_type == 'BatchNormalization' and training and len(node.output) < 5:
             return ("ORT's BatchNormalizationGrad needs the saved mean/inv-std outputs that "
                     'opset-15 BatchNormalization lacks: wrong gradients')
+    if cfg['optimizer'] == 'sgd' and cfg.get('momentum'):
+        return "ORT's onnxblock SGD has no momentum"
     return None
 
 
 def ort_worker(args, spec):
-    """ORT Training: generate_artifacts (CrossEntropyLoss, AdamW), then Module + Optimizer;
+    """ORT Training: generate_artifacts (CrossEntropyLoss, AdamW or SGD), then Module + Optimizer;
     times module(*inputs) (forward+backward) + optimizer.step() + lazy_reset_grad()."""
     import numpy as np, onnx
     import onnxruntime as ort
     from onnxruntime.training import artifacts, onnxblock, api
+    cfg = spec['cfg']
     proto = ort_training_model(spec)
     frozen = [i.name for i in proto.graph.initializer if i.name not in spec['trainable']]
-    d = os.path.join(spec['workdir'], spec['name'] + '_ort')
+    d = os.path.join(spec['workdir'], spec['slug'] + '_ort')
     os.makedirs(d, exist_ok=True)
+    optim = (onnxblock.optim.AdamW(eps=1e-8, weight_decay=cfg['weight_decay']) if cfg['optimizer'] == 'adamw'
+             else onnxblock.optim.SGD())
     t0 = time.perf_counter()
     artifacts.generate_artifacts(proto, requires_grad=spec['trainable'], frozen_params=frozen,
-                                 loss=artifacts.LossType.CrossEntropyLoss,
-                                 optimizer=onnxblock.optim.AdamW(eps=1e-8, weight_decay=WEIGHT_DECAY),
-                                 artifact_directory=d)
+                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=optim, artifact_directory=d)
     gen_s = time.perf_counter() - t0
     # The optimizer graph is written with the onnx package's IR version (14 for onnx 1.23), above
     # what ORT 1.19 loads (10); it uses nothing newer, so label it 10.
@@ -220,13 +368,13 @@ def ort_worker(args, spec):
     opt_model.ir_version = min(opt_model.ir_version, 10)
     onnx.save(opt_model, opt_path)
     so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
+    so.intra_op_num_threads, so.inter_op_num_threads = args.threads[0], 1
     state = api.CheckpointState.load_checkpoint(os.path.join(d, 'checkpoint'))
-    # No eval model: it is not timed, and ORT rejects the cnn one (3-output BatchNormalization
+    # No eval model: it is not timed, and ORT rejects a BatchNorm one (3-output BatchNormalization
     # with training_mode switched off).
     module = api.Module(os.path.join(d, 'training_model.onnx'), state, None, session_options=so)
     optimizer = api.Optimizer(opt_path, module)
-    optimizer.set_learning_rate(LR)
+    optimizer.set_learning_rate(cfg['lr'])
     feed = dict(np.load(spec['feed']))
     feed['labels'] = feed['labels'].reshape(-1) if spec['seq_labels'] else feed['labels']
     inputs = [feed[n] for n in module.input_names()]
@@ -239,141 +387,477 @@ def ort_worker(args, spec):
         module.lazy_reset_grad()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
-    return worker_result(times, args.warmup, losses, generate_s=gen_s, wrong=ort_wrong_gradients(proto))
+    return worker_result(times, args.warmup, losses, threads=args.threads[0], generate_s=gen_s,
+                         wrong=ort_not_same_step(proto, cfg))
+
+
+# ---------------------------------------------------------------------------------------------
+# One model: ortc at each thread count, PyTorch and ORT at each thread count (best is reported)
+
+def bench_model(args, name, cfg, workdir):
+    res = dict(cfg=cfg, ortc={}, torch={}, ort={})
+    spec = cell(res, 'spec', lambda: prepare_model(name, cfg, workdir))
+    if isinstance(spec, str):
+        res['build'] = spec
+        for key in ('ortc', 'torch', 'ort'):
+            res[key] = {t: spec for t in args.threads}
+        return res
+    spec, spec_path = spec
+    flags = ['--dim', 'batch=%d' % cfg['batch']] + optimizer_flags(cfg)
+    build = cell(res, 'build', lambda: ortc_build(args, spec['onnx'], os.path.join(workdir, spec['slug'] + '.ortc'), flags))
+    for t in args.threads:
+        log = os.path.join(workdir, '%s_ortc_%dt.jsonl' % (spec['slug'], t))
+        if isinstance(build, str):
+            res['ortc'][t] = build
+        else:
+            cell(res['ortc'], t, lambda: ortc_train(args, build['artifact'], spec['feed'], cfg['lr'], t, log))
+        cell(res['torch'], t, lambda: run_worker('torch', args, spec_path, t))
+        if args.no_ort:
+            res['ort'][t] = 'n/a: skipped (--no-ort)'
+            continue
+        ort = cell(res['ort'], t, lambda: run_worker('ort', args, spec_path, t))
+        if isinstance(ort, str):
+            res['ort'][t] = ort.replace('error:', 'n/a:', 1)  # ORT cannot train this model
+        elif ort.get('wrong'):  # it ran, but not the same training step: no comparable time
+            res['ort'][t] = 'n/a: %s (its step took %.3f ms)' % (ort['wrong'], ort['ms'])
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-op table: GEMM 1024^3 and ResNet-18's convolutions, forward + backward, one op per ortc model
+
+GEMM_N = 1024
+
+
+def op_model(path, nodes, params):
+    """An ONNX model whose only tensors are trainable initializers `params` and whose output is
+    `loss` = ReduceSum(y): ortc's train step is the op, its backward (dY = ones), and one plain SGD
+    update per tensor; no inputs."""
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    nodes = nodes + [helper.make_node('ReduceSum', ['y'], ['loss'], keepdims=0)]
+    g = helper.make_graph(nodes, 'op', [], [helper.make_tensor_value_info('loss', TensorProto.FLOAT, [])],
+                          [numpy_helper.from_array(v, k) for k, v in params.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), path)
+
+
+def resnet_convs(size=64, batch=8):
+    """ResNet-18's distinct convolutions at size x size, batch `batch`: dicts with the input shape,
+    weight shape, stride, padding and the layers that use it (found by forward hooks)."""
+    import torch, torchvision
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    found = {}
+
+    def hook(name):
+        def f(m, inp, _):
+            key = (tuple(inp[0].shape), tuple(m.weight.shape), m.stride[0], m.padding[0])
+            found.setdefault(key, []).append(name)
+        return f
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Conv2d):
+            m.register_forward_hook(hook(name))
+    with torch.no_grad():
+        model(torch.zeros(batch, 3, size, size))
+    return [dict(x=list(k[0]), w=list(k[1]), stride=k[2], pad=k[3], layers=v) for k, v in found.items()]
+
+
+def conv_label(c):
+    n, ci, h, w = c['x']
+    co, _, kh, kw = c['w']
+    return '%dx%d %d->%d s%d @%dx%d' % (kh, kw, ci, co, c['stride'], h, w)
+
+
+def conv_flops(c):
+    """Multiply-adds x 2 of the forward; the backward (data + filter gradients) is twice that."""
+    n, ci, h, w = c['x']
+    co, _, kh, kw = c['w']
+    ho = (h + 2 * c['pad'] - kh) // c['stride'] + 1
+    wo = (w + 2 * c['pad'] - kw) // c['stride'] + 1
+    return 2.0 * n * co * ho * wo * ci * kh * kw
+
+
+def machine_peak(threads, ghz, isa):
+    """FP32 FMA peak in GFLOP/s for `threads` cores: AVX-512F 64 flop/cycle, AVX2+FMA 32 (two FMA
+    units per core assumed; Zen 4 runs AVX-512 on 256-bit units and peaks at 32 too)."""
+    per_cycle = 64 if 'avx512f' in isa else 32 if {'avx2', 'fma'} <= set(isa) else 8
+    return threads * ghz * per_cycle, per_cycle
+
+
+def bench_ops(args, workdir):
+    """ortc: one artifact per op, trained warm-up + steps with SGD (lr tiny); torch: the same op
+    forward + backward + SGD update of both tensors, in a child per thread count (torch-ops worker)."""
+    import numpy as np
+    rng = np.random.RandomState(0)
+    ops = [dict(kind='gemm', label='GEMM %d^3' % GEMM_N, flops=3 * 2.0 * GEMM_N ** 3)]
+    ops += [dict(kind='conv', label=conv_label(c), flops=3 * conv_flops(c), **c) for c in resnet_convs()]
+    empty = os.path.join(workdir, 'op_empty.npz')
+    np.savez(empty)
+    for k, op in enumerate(ops):
+        path = os.path.join(workdir, 'op%d.onnx' % k)
+        if op['kind'] == 'gemm':
+            a, b = (rng.randn(GEMM_N, GEMM_N).astype(np.float32) * 0.03 for _ in range(2))
+            op_model(path, [onnx_node('MatMul', ['a', 'b'], ['y'])], dict(a=a, b=b))
+        else:
+            x = rng.randn(*op['x']).astype(np.float32)
+            w = (rng.randn(*op['w']) * 0.05).astype(np.float32)
+            kh = op['w'][2]
+            op_model(path, [onnx_node('Conv', ['x', 'w'], ['y'], kernel_shape=[kh, kh], strides=[op['stride']] * 2,
+                                      pads=[op['pad']] * 4)], dict(x=x, w=w))
+        op['onnx'] = path
+        op['ortc'] = {}
+        build = cell(op, 'build', lambda: ortc_build(args, path, os.path.join(workdir, 'op%d.ortc' % k),
+                                                     ['--loss', 'none', '--loss-output', 'loss']))
+        for t in args.threads:
+            if isinstance(build, str):
+                op['ortc'][t] = build
+            else:
+                log = os.path.join(workdir, 'op%d_%dt.jsonl' % (k, t))
+                cell(op['ortc'], t, lambda: ortc_train(args, build['artifact'], empty, 1e-9, t, log))
+    spec, spec_path = write_spec(dict(ops=[{k: v for k, v in op.items() if k in ('kind', 'x', 'w', 'stride', 'pad')}
+                                           for op in ops]), os.path.join(workdir, 'ops_spec.json'))
+    for t in args.threads:
+        res = {}
+        got = cell(res, 'torch', lambda: run_worker('torch-ops', args, spec_path, t))
+        for k, op in enumerate(ops):
+            op.setdefault('torch', {})[t] = got if isinstance(got, str) else dict(ms=got['ms'][k], threads=t)
+        ops[0].setdefault('matmul', {})[t] = got if isinstance(got, str) else dict(ms=got['matmul_ms'], threads=t)
+    return ops
+
+
+def onnx_node(*a, **kw):
+    from onnx import helper
+    return helper.make_node(*a, **kw)
+
+
+def torch_ops_worker(args, spec):
+    """The ops of bench_ops in PyTorch: y = op(a, b), y.sum().backward(), SGD step on a and b."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(args.threads[0])
+    torch.manual_seed(0)
+    out = []
+    for op in spec['ops']:
+        if op['kind'] == 'gemm':
+            a, b = torch.randn(GEMM_N, GEMM_N) * 0.03, torch.randn(GEMM_N, GEMM_N) * 0.03
+            f = torch.matmul
+        else:
+            a, b = torch.randn(*op['x']), torch.randn(*op['w']) * 0.05
+            f = lambda x, w, op=op: F.conv2d(x, w, stride=op['stride'], padding=op['pad'])
+        a.requires_grad_(), b.requires_grad_()
+        opt = torch.optim.SGD([a, b], lr=1e-9)
+        times = []
+        for _ in range(args.warmup + args.steps):
+            t0 = time.perf_counter()
+            f(a, b).sum().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            times.append(time.perf_counter() - t0)
+        out.append(median_after_warmup([t * 1e3 for t in times], args.warmup))
+    a, b = torch.randn(GEMM_N, GEMM_N), torch.randn(GEMM_N, GEMM_N)
+    times = []
+    for _ in range(args.warmup + args.steps):  # torch.matmul alone, for the GEMM line
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        times.append(time.perf_counter() - t0)
+    import resource
+    return dict(ms=out, matmul_ms=median_after_warmup([t * 1e3 for t in times], args.warmup),
+                rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def worker_main(args):
     with open(args.spec) as f:
         spec = json.load(f)
-    result = (torch_worker if args.worker == 'torch' else ort_worker)(args, spec)
-    print(json.dumps(result))
+    fn = dict(torch=torch_worker, ort=ort_worker)[args.worker] if args.worker != 'torch-ops' else torch_ops_worker
+    print(json.dumps(fn(args, spec)))
 
 
 # ---------------------------------------------------------------------------------------------
-# Driver and table
+# The machine: CPU model, ISA, clock (busy loop), load
 
-def cell(results, key, fn):
-    """Runs one measurement; a failure becomes an error string in that cell only."""
+def cpu_info():
+    model, flags, mhz = '?', set(), None
     try:
-        results[key] = fn()
-    except Exception as e:  # noqa: BLE001 - every failure is reported, none aborts the run
-        results[key] = 'error: %s' % (str(e).strip().splitlines() or [type(e).__name__])[-1]
-    return results[key]
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                key, _, val = line.partition(':')
+                key = key.strip()
+                if key == 'model name' and model == '?':
+                    model = val.strip()
+                elif key == 'flags' and not flags:
+                    flags = set(val.split())
+                elif key == 'cpu MHz' and mhz is None:
+                    mhz = float(val)
+    except OSError:
+        pass
+    isa = [f for f in ('avx512f', 'avx2', 'fma') if f in flags]
+    return dict(model=model, isa=isa, cpuinfo_mhz=mhz, cpus=os.cpu_count())
 
 
-def bench_sample(args, name, workdir, env):
-    res = {}
-    spec = cell(res, 'spec', lambda: prepare_sample(name, args.batch, workdir))
-    if isinstance(spec, str):
-        return dict(build=spec, ortc=spec, torch=spec, ort=spec)
-    spec, spec_path = spec
-    build = cell(res, 'build', lambda: measure_ortc_build(args, spec, env))
-    if isinstance(build, str):
-        res['ortc'] = build
-    else:
-        cell(res, 'ortc', lambda: measure_ortc_step(args, spec, build['artifact'], env))
-    cell(res, 'torch', lambda: run_worker('torch', args, spec_path, env))
-    ort = cell(res, 'ort', lambda: run_worker('ort', args, spec_path, env))
-    if isinstance(ort, str):
-        res['ort'] = ort.replace('error:', 'n/a:', 1)  # ORT cannot train this sample
-    elif ort.get('wrong'):  # it ran, but not the same training step: no comparable time
-        res['ort'] = 'n/a: %s (its step took %.3f ms)' % (ort['wrong'], ort['ms'])
-    return res
+BUSY_LOOP_C = r'''
+#include <stdio.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+int main(void) {  /* 8 dependent 1-cycle adds per iteration: cycles = 8 * iterations */
+  long n = 250000; unsigned long x = 0; double best = 0;
+  for (int chunk = 0; chunk < 400; chunk++) {  /* ~1 ms chunks: the fastest one was not descheduled */
+    double t0 = now();
+    for (long i = 0; i < n; i++)
+      __asm__ volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
+                       "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0" : "+r"(x));
+    double ghz = 8.0 * n / (now() - t0) / 1e9;
+    if (ghz > best) best = ghz;
+  }
+  printf("%f\n", best);
+  return x == 0;
+}
+'''
 
+
+def measure_ghz(workdir, info):
+    """Core clock from a calibrated busy loop (a chain of dependent integer adds, one per cycle, built
+    with cc; the fastest of 400 ~1 ms chunks), else /proc/cpuinfo's 'cpu MHz'. Returns (GHz, how)."""
+    src, exe = os.path.join(workdir, 'busy.c'), os.path.join(workdir, 'busy')
+    try:
+        with open(src, 'w') as f:
+            f.write(BUSY_LOOP_C)
+        subprocess.run(['cc', '-O2', src, '-o', exe], check=True, capture_output=True)
+        ghz = float(subprocess.run([exe], capture_output=True, text=True).stdout)
+        mhz = info['cpuinfo_mhz']
+        return ghz, 'busy loop of dependent adds%s' % ('; /proc/cpuinfo says %.0f MHz' % mhz if mhz else '')
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        mhz = info['cpuinfo_mhz']
+        return (mhz / 1e3 if mhz else float('nan')), '/proc/cpuinfo cpu MHz'
+
+
+def loadavg():
+    try:
+        with open('/proc/loadavg') as f:
+            return ' '.join(f.read().split()[:3])
+    except OSError:
+        return '?'
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
 
 def fmt_ms(r):
-    return '%.3f' % r['ms'] if isinstance(r, dict) else 'n/a' if r.startswith('n/a') else 'error'
+    if not isinstance(r, dict):
+        return 'n/a' if r.startswith('n/a') else 'error'
+    return '%.1f' % r['ms'] if r['ms'] >= 10 else '%.2f' % r['ms'] if r['ms'] >= 1 else '%.3f' % r['ms']
 
 
-def fmt_ratio(other, ortc):
-    ok = isinstance(other, dict) and isinstance(ortc, dict) and ortc['ms'] > 0
-    return '%.2fx' % (other['ms'] / ortc['ms']) if ok else '-'
+def fmt_best(runs):
+    b = best(runs)
+    if b is None:
+        return fmt_ms(next(iter(runs.values())))
+    return '%s (%dT)' % (fmt_ms(b), b['threads'])
 
 
-def fmt_rss(r):
-    return '%.1f MB' % (r['rss_kb'] / 1024) if isinstance(r, dict) and r.get('rss_kb') else '-'
+def ratio(a, b):
+    return a['ms'] / b['ms'] if a and b and b['ms'] > 0 else None
+
+
+def fmt_ratio(x):
+    return '%.2fx' % x if x else '-'
+
+
+def fmt_rss(runs):
+    rss = [r['rss_kb'] for r in runs.values() if isinstance(r, dict) and r.get('rss_kb')]
+    return '%.0f MB' % (max(rss) / 1024) if rss else '-'
 
 
 def fmt_build(b):
-    return '%.2f (%.2f)' % (b['build_s'], b['compile_s']) if isinstance(b, dict) else 'error'
+    return '%.1f (%.1f)' % (b['build_s'], b['compile_s']) if isinstance(b, dict) else 'error'
 
 
-HEADER = ['sample', 'ortc ms/step', 'torch ms/step', 'ORT ms/step', 'torch/ortc', 'ORT/ortc',
-          'ortc peak RSS', 'torch peak RSS', 'ortc build s (compile s)']
+def model_rows(args, results):
+    t1, t2 = args.threads[0], args.threads[-1]
+    header = ['model', 'batch, optimizer'] + ['ortc %dT ms' % t for t in args.threads]
+    header += ['ortc %dT/%dT' % (t2, t1), 'torch ms (best)', 'ORT ms (best)', 'torch/ortc', 'ORT/ortc',
+               'peak RSS ortc / torch / ORT', 'ortc build s (compile)']
+    rows = []
+    for name, r in results.items():
+        cfg, ob = r['cfg'], best(r['ortc'])
+        o1, o2 = (r['ortc'][t] if isinstance(r['ortc'][t], dict) else None for t in (t1, t2))
+        rows.append([name, '%d, %s' % (cfg['batch'], 'AdamW' if cfg['optimizer'] == 'adamw' else 'SGD m0.9')]
+                    + [fmt_ms(r['ortc'][t]) for t in args.threads]
+                    + [fmt_ratio(ratio(o1, o2)), fmt_best(r['torch']), fmt_best(r['ort']),
+                       fmt_ratio(ratio(best(r['torch']), ob)), fmt_ratio(ratio(best(r['ort']), ob)),
+                       ' / '.join(fmt_rss(r[k]) for k in ('ortc', 'torch', 'ort')), fmt_build(r.get('build', 'error'))])
+    return header, rows
 
 
-def table_rows(all_results):
-    for name, r in all_results.items():
-        yield [name, fmt_ms(r['ortc']), fmt_ms(r['torch']), fmt_ms(r['ort']), fmt_ratio(r['torch'], r['ortc']),
-               fmt_ratio(r['ort'], r['ortc']), fmt_rss(r['ortc']), fmt_rss(r['torch']), fmt_build(r['build'])]
+def op_rows(args, ops, peak):
+    header = ['op (fwd+bwd, batch 8)']
+    for t in args.threads:
+        header += ['ortc %dT ms' % t, 'torch %dT ms' % t, 'torch/ortc %dT' % t]
+    header += ['ortc best GFLOP/s (% of peak)']
+    rows = []
+    for op in ops:
+        uses = '' if op['kind'] == 'gemm' else ' (%s%s)' % (op['layers'][0], ' x%d' % len(op['layers']) if len(op['layers']) > 1 else '')
+        row = [op['label'] + uses]
+        for t in args.threads:
+            o, p = op['ortc'][t], op['torch'][t]
+            row += [fmt_ms(o), fmt_ms(p), fmt_ratio(ratio(p if isinstance(p, dict) else None,
+                                                          o if isinstance(o, dict) else None))]
+        o = best(op['ortc'])
+        if o:
+            gf = op['flops'] / o['ms'] / 1e6
+            row.append('%.1f (%.0f%% at %dT)' % (gf, 100 * gf / peak[o['threads']], o['threads']))
+        else:
+            row.append('-')
+        rows.append(row)
+    return header, rows
 
 
-def print_table(all_results, markdown):
-    rows = list(table_rows(all_results))
+def gemm_line(args, ops, peak, per_cycle, ghz, how):
+    g = ops[0]
+    parts = []
+    for t in args.threads:
+        gf = lambda r, flops: '%.1f' % (flops / r['ms'] / 1e6) if isinstance(r, dict) else fmt_ms(r)
+        parts.append('%dT: ortc %s, torch %s (torch.matmul alone %s) of a peak %.0f GFLOP/s' % (
+            t, gf(g['ortc'][t], g['flops']), gf(g['torch'][t], g['flops']), gf(g['matmul'][t], g['flops'] / 3), peak[t]))
+    return ('GEMM %d^3 measured as a train step of y = a @ b with a and b trained (3 GEMMs: y, dA = dY b^T, '
+            'dB = a^T dY; the step also holds ReduceSum, the ones dY and two SGD updates, counted as GEMM time): '
+            '%s. FP32 FMA peak = cores x %.2f GHz (%s) x %d flop/cycle (%s; two FMA units per core assumed).'
+            % (GEMM_N, '; '.join(parts), ghz, how, per_cycle, '+'.join(sorted(cpu_info()['isa'])) or 'no AVX2'))
+
+
+def render(header, rows, markdown):
     if markdown:
-        print('| ' + ' | '.join(HEADER) + ' |')
-        print('|' + '|'.join(['---'] + ['---:'] * (len(HEADER) - 1)) + '|')
-        for row in rows:
-            print('| ' + ' | '.join(row) + ' |')
-        return
-    widths = [max(len(x) for x in col) for col in zip(HEADER, *rows)]
-    for row in [HEADER] + rows:
-        print('  '.join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(row, widths))))
+        out = ['| ' + ' | '.join(header) + ' |', '|' + '|'.join(['---'] + ['---:'] * (len(header) - 1)) + '|']
+        out += ['| ' + ' | '.join(row) + ' |' for row in rows]
+        return '\n'.join(out)
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    return '\n'.join('  '.join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(row, widths)))
+                     for row in [header] + rows)
 
 
-def print_details(all_results):
-    """Losses (a sanity check that the three train the same thing) and the cell errors."""
-    print()
-    for name, r in all_results.items():
+def target_lines(args, results):
+    """The issue's targets, reported: ortc 2T >= 1.6x 1T; torch best / ortc best >= 1.2 (resnet), 1.0."""
+    t1, t2 = args.threads[0], args.threads[-1]
+    out = []
+    for name, r in results.items():
+        o1, o2 = (r['ortc'][t] if isinstance(r['ortc'][t], dict) else None for t in (t1, t2))
+        s, v = ratio(o1, o2), ratio(best(r['torch']), best(r['ortc']))
+        want = TARGET_VS_TORCH.get(r['cfg']['family'], 1.0)
+        out.append('%s: %dT/%dT %s (target %.1fx: %s), vs PyTorch %s (target %.1fx: %s)' % (
+            name, t2, t1, fmt_ratio(s), TARGET_SCALING, 'met' if s and s >= TARGET_SCALING else 'missed',
+            fmt_ratio(v), want, 'met' if v and v >= want else 'missed'))
+    return out
+
+
+def detail_lines(results, ops):
+    """Losses (a check that the frameworks train the same thing), ORT extras, and every error."""
+    out = []
+    for name, r in results.items():
         parts = []
         for key in ('ortc', 'torch', 'ort'):
-            if isinstance(r[key], dict):
-                parts.append('%s loss %.4f -> %.4f' % (key, r[key]['loss_1'], r[key]['loss_last']))
-        if isinstance(r['ort'], dict):
-            parts.append('ORT peak RSS %s, generate_artifacts %.2f s' % (fmt_rss(r['ort']), r['ort']['generate_s']))
-        if isinstance(r['build'], dict):
+            b = best(r[key])
+            if b:
+                parts.append('%s loss %.4f -> %.4f' % (key, b['loss_1'], b['loss_last']))
+        b = best(r['ort'])
+        if b:
+            parts.append('ORT generate_artifacts %.1f s' % b['generate_s'])
+        if isinstance(r.get('build'), dict):
             parts.append('ortc codegen %.1f ms' % r['build']['codegen_ms'])
-        print('%s: %s' % (name, '; '.join(parts)))
+        out.append('%s: %s' % (name, '; '.join(parts)))
+        msgs = {}
         for key in ('build', 'ortc', 'torch', 'ort'):
-            if isinstance(r[key], str):
-                print('%s: %s %s' % (name, key, r[key]))
+            for t, v in (r[key].items() if isinstance(r.get(key), dict) and key != 'build' else [('', r.get(key))]):
+                if isinstance(v, str):
+                    msgs.setdefault('%s: %s' % (key, v), []).append(str(t))
+        out += ['%s: %s%s' % (name, m, ' (%sT)' % ','.join(ts) if ts != [''] else '') for m, ts in msgs.items()]
+    for op in ops or []:
+        for key in ('ortc', 'torch'):
+            for t, v in op[key].items():
+                if isinstance(v, str):
+                    out.append('%s: %s %dT %s' % (op['label'], key, t, v))
+        if isinstance(op.get('build'), str):
+            out.append('%s: build %s' % (op['label'], op['build']))
+    return out
 
 
-def machine():
-    """nproc, CPU model and load average: the numbers mean little without them."""
-    model = '?'
-    try:
-        with open('/proc/cpuinfo') as f:
-            model = next((l.split(':', 1)[1].strip() for l in f if l.startswith('model name')), '?')
-        with open('/proc/loadavg') as f:
-            load = ' '.join(f.read().split()[:3])
-    except OSError:
-        load = '?'
-    return '%d CPUs (%s), load average %s' % (os.cpu_count(), model, load)
+def report(args, results, ops, mach, markdown):
+    """The whole output (also the README block): header, model table, targets, op table, details."""
+    lines = []
+    date = datetime.date.today().isoformat()
+    lines.append('Measured %s%s on %d CPUs, %s (%s), clock %.2f GHz (%s); load average %s at the start, %s at the end.'
+                 % (date, ' with ' + args.label if args.label else '', mach['cpus'], mach['model'],
+                    ', '.join(mach['isa']) or 'no AVX2', mach['ghz'], mach['ghz_how'], mach['load_start'], mach['load_end']))
+    lines.append('')
+    lines.append('Medians of %d steps after %d warm-up; PyTorch eager (torch %s) and ORT Training take the best of %s '
+                 'threads, each in its own process; ratios > 1: ortc is faster than the other.'
+                 % (args.steps, args.warmup, mach.get('torch', '?'), ' and '.join(map(str, args.threads))))
+    lines.append('')
+    lines.append(render(*model_rows(args, results), markdown))
+    lines.append('')
+    lines += [('- ' if markdown else '') + l for l in ['Targets (reported, not asserted):'] + target_lines(args, results)]
+    if ops:
+        lines.append('')
+        lines.append(gemm_line(args, ops, mach['peak'], mach['per_cycle'], mach['ghz'], mach['ghz_how']))
+        lines.append('')
+        lines.append('Per op, forward + backward (data and filter/weight gradients) + SGD update, ortc (one-op '
+                     'artifact) vs PyTorch eager, same thread count; GFLOP/s counts 3x the forward FLOPs:')
+        lines.append('')
+        lines.append(render(*op_rows(args, ops, mach['peak']), markdown))
+    return '\n'.join(lines)
+
+
+def write_readme(block):
+    with open(README) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit('README.md has no speed table markers (%s ... %s)' % (README_BEGIN, README_END))
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(README, 'w') as f:
+        f.write(head + README_BEGIN + '\n' + block + '\n' + README_END + tail)
 
 
 def main():
     args = parse_args()
     if args.worker:
+        args.threads = args.threads[:1]
         return worker_main(args)
-    env = thread_env(args.threads)
-    started_on = machine()
+    t_start = time.time()
     workdir = args.workdir or tempfile.mkdtemp(prefix='ortc-bench-')
     os.makedirs(workdir, exist_ok=True)
+    mach = cpu_info()
+    mach['load_start'] = loadavg()
+    mach['ghz'], mach['ghz_how'] = measure_ghz(workdir, mach)
+    mach['peak'] = {t: machine_peak(t, mach['ghz'], mach['isa'])[0] for t in args.threads}
+    mach['per_cycle'] = machine_peak(1, mach['ghz'], mach['isa'])[1]
+    import torch
+    mach['torch'] = torch.__version__
+    print('machine: %d CPUs, %s, %s, clock %.2f GHz (%s), load average %s' % (
+        mach['cpus'], mach['model'], ', '.join(mach['isa']), mach['ghz'], mach['ghz_how'], mach['load_start']), flush=True)
     try:
-        results = {name: bench_sample(args, name, workdir, env) for name in args.samples}
+        results = {}
+        for name, cfg in args.configs.items():
+            print('.. %s' % name, file=sys.stderr, flush=True)
+            results[name] = bench_model(args, name, cfg, workdir)
+        ops = None
+        if not args.no_ops:
+            print('.. per-op table', file=sys.stderr, flush=True)
+            ops = bench_ops(args, workdir)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    print('batch %d, %d threads, AdamW lr %g wd %g, median of %d steps after %d warm-up; ratios > 1: ortc is faster'
-          % (args.batch, args.threads, LR, WEIGHT_DECAY, args.steps, args.warmup))
-    print('machine: %s at the start, %s at the end' % (started_on, machine().split('load average ')[1]))
+    mach['load_end'] = loadavg()
+    block = report(args, results, ops, mach, markdown=args.markdown or args.readme)
     print()
-    print_table(results, args.markdown)
-    print_details(results)
-    # ORT "n/a" is a finding, not a failure; any other error cell makes the exit status 1.
-    failed = any(isinstance(r[k], str) and r[k].startswith('error') for r in results.values() for k in r)
-    return 1 if failed else 0
+    print(block)
+    print()
+    print('\n'.join(detail_lines(results, ops)))
+    print('\nwhole run: %.0f s' % (time.time() - t_start))
+    if args.readme:
+        write_readme(block)
+        print('rewrote the speed table in %s' % README)
+    # ORT "n/a" is a finding, not a failure; an error in any ortc or torch cell makes the exit status 1.
+    cells = [v for r in results.values() for k in ('ortc', 'torch') for v in r[k].values()]
+    cells += [v for op in ops or [] for k in ('ortc', 'torch') for v in op[k].values()]
+    return 1 if any(isinstance(v, str) for v in cells) else 0
 
 
 if __name__ == '__main__':

@@ -58,24 +58,31 @@ def export_main(mod):
     ap.add_argument('--out', default=onnx_path(name))
     ap.add_argument('--seed', type=int, default=0)
     a = ap.parse_args()
-    model = build(mod, a.seed).train()
-    feed = mod.random_inputs(np.random.RandomState(a.seed), BATCH)
+    export_training(mod, build(mod, a.seed), a.out, a.seed)
+    print('wrote %s (%d bytes)' % (a.out, os.path.getsize(a.out)))
+
+
+def export_training(mod, model, path, seed=0, batch=BATCH):
+    """The samples' export: opset 17, TrainingMode.TRAINING, no constant folding, dynamic `batch`
+    axis 0 on mod.INPUTS and `logits`, traced on mod.random_inputs(RandomState(seed), batch).
+    Also used by bench/bench_cpu.py for its larger configurations of the same models."""
+    model = model.train()
+    feed = mod.random_inputs(np.random.RandomState(seed), batch)
     args = tuple(to_torch(feed[n]) for n in mod.INPUTS)
-    axes = {n: {0: 'batch'} for n in mod.INPUTS + ['logits']}
+    axes = {n: {0: 'batch'} for n in list(mod.INPUTS) + ['logits']}
     before = {k: to_numpy(v).copy() for k, v in model.state_dict().items()}
-    torch.onnx.export(model, args, a.out, opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+    torch.onnx.export(model, args, path, opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=list(mod.INPUTS), output_names=['logits'],
                       dynamic_axes=axes)
     # The export's trace runs one train-mode forward that updates BatchNorm running stats: store
     # the initializers as the model was constructed (running_mean 0, running_var 1).
     import onnx
     from onnx import numpy_helper
-    proto = onnx.load(a.out)
+    proto = onnx.load(path)
     for i in proto.graph.initializer:
         if i.name in before:
             i.CopyFrom(numpy_helper.from_array(before[i.name].astype(numpy_helper.to_array(i).dtype), i.name))
-    onnx.save(proto, a.out)
-    print('wrote %s (%d bytes)' % (a.out, os.path.getsize(a.out)))
+    onnx.save(proto, path)
 
 
 def load_onnx_weights(model, proto, seed=0):
