@@ -181,7 +181,8 @@ KernelBuild cpuKernelBuild(const std::string &level,
   std::string compiler = cxx && *cxx ? cxx : "c++";
   const char *opt = std::getenv("ORTC_CXX_OPT");
   std::string flags = std::string("-std=c++17 ") + (opt && *opt ? opt : "-O2") +
-                      " -march=" + level + " -fPIC -shared -fopenmp -DORTC_KERN_DNNL";
+                      " -march=" + level +
+                      " -fno-math-errno -fno-trapping-math -fPIC -shared -fopenmp -DORTC_KERN_DNNL";
   KernelBuild b;
   b.sourceName = "kernels.cpp";
   b.libraryName = "ortc_kernels.h";
@@ -192,7 +193,7 @@ KernelBuild cpuKernelBuild(const std::string &level,
     b.compilerId += " +" + f;
   b.compile = [compiler, flags](const std::string &dir, std::string &error) {
     return runCompileCommands({"cd " + shellQuote(dir) + " && " + compiler + " " + flags +
-                               " kernels.cpp -o kernels.so -ldnnl"},
+                               " kernels.cpp -o kernels.so -ldnnl -lmvec"},
                               dir, "compiling the kernels (" + compiler + ")", error);
   };
   return b;

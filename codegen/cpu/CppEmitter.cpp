@@ -59,7 +59,7 @@ private:
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
          << ";\n";
-    body << "  ORTC_KERN_PARALLEL_FOR(" << n << ")\n";
+    body << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n << ")\n";
     body << "  for (int64_t i = 0; i < " << n << "; ++i)\n    y[i] = " << expr << ";\n";
   }
 

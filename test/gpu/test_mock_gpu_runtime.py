@@ -48,8 +48,10 @@ def to_mock_gpu(cpu_dir, out_dir, arch="sm_90"):
     for name in ("ortc_kernels.h", "params.bin"):
         shutil.copy(os.path.join(cpu_dir, name), out_dir)
     shutil.copy(os.path.join(HERE, "mock_gpu_glue.inc"), out_dir)
-    run(["c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o",
-         os.path.join(out_dir, "kernels.so"), os.path.join(out_dir, "kernels.cpp"), "-ldnnl"])
+    # The CPU artifact's flags (codegen/Artifact.cpp), so both train bit for bit alike.
+    run(["c++", "-std=c++17", "-O1", "-march=x86-64-v3", "-fno-math-errno", "-fno-trapping-math",
+         "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o",
+         os.path.join(out_dir, "kernels.so"), os.path.join(out_dir, "kernels.cpp"), "-ldnnl", "-lmvec"])
     m = load_json(os.path.join(cpu_dir, "manifest.json"))
     m["target"], m["arch"] = "cuda", [arch]
     m["files"] = {}

@@ -7,7 +7,8 @@
 // that generated code (float) and the interpreter (double and float) share a
 // single implementation with a single set of semantics, and that a compiled
 // model needs nothing at run time except the C++ standard library, OpenMP
-// (optional) and OpenBLAS's cblas.
+// (optional) and oneDNN (generated code, built with ORTC_KERN_DNNL: GEMM and
+// convolution) or cblas (the evaluator).
 //
 // Conventions:
 //  * Tensors are dense, row-major and contiguous. Shapes are passed as
@@ -17,7 +18,7 @@
 //  * Results of the loops here never depend on the number of OpenMP threads:
 //    every reduction is done in a fixed order (no `reduction(+:...)` on
 //    floating point). GEMM-based kernels (matmul, conv) are as deterministic
-//    as the OpenBLAS build is.
+//    as the library behind them (oneDNN or BLAS) is.
 //  * Sums and statistics are accumulated in double, also for T = float:
 //    reduce (Sum/Mean), average pooling, softmax / log-softmax and their
 //    gradients, layer and batch norm statistics and gradients, cross-entropy,
@@ -26,10 +27,12 @@
 //    terms, so a float result does not degrade with the count or the order of
 //    its terms (test/unit/kernels, Accuracy.*). Variances are two-pass (mean,
 //    then squared deviations), never E[x^2] - E[x]^2. Left to float: GEMM-based
-//    kernels (matmul, conv and their gradients; BLAS, as in PyTorch) and the
+//    kernels (matmul, conv and their gradients; oneDNN, as in PyTorch) and the
 //    scatter-adds of gradients (pooling, col2im, gatherGrad), whose element
 //    counts are small.
-//  * The code compiles and is correct with and without -fopenmp.
+//  * The code compiles and is correct with and without -fopenmp. Threads are
+//    OpenMP's only: oneDNN (built on the same libgomp) runs inside that pool,
+//    single-threaded when called from inside a parallel region.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +63,24 @@
 #include <omp.h>
 #endif
 
+// Generated code (ORTC_KERN_DNNL builds, linked with glibc's libmvec): the
+// float math functions of the elementwise loops get SIMD variants, so loops
+// marked ORTC_KERN_PARALLEL_FOR_SIMD vectorise through them instead of calling
+// the scalar function per element (GELU's erf was the top of a GPT profile).
+// glibc declares these only under -ffast-math, which ortc does not use.
+#if defined(ORTC_KERN_DNNL) && defined(_OPENMP) && defined(__x86_64__) &&      \
+    defined(__GLIBC__) && !defined(__FAST_MATH__)
+extern "C" {
+#define ORTC_KERN_SIMD_DECL __attribute__((__simd__("notinbranch")))
+float erff(float) noexcept ORTC_KERN_SIMD_DECL;
+float expf(float) noexcept ORTC_KERN_SIMD_DECL;
+float tanhf(float) noexcept ORTC_KERN_SIMD_DECL;
+float logf(float) noexcept ORTC_KERN_SIMD_DECL;
+double exp(double) noexcept ORTC_KERN_SIMD_DECL;
+#undef ORTC_KERN_SIMD_DECL
+}
+#endif
+
 // `#pragma omp ...` written through _Pragma so that builds without -fopenmp
 // see no unknown pragmas (and no -Wunknown-pragmas warnings).
 #if defined(_OPENMP)
@@ -71,6 +92,18 @@
 /// scalar operations it performs) is large enough to amortise a fork/join.
 #define ORTC_KERN_PARALLEL_FOR(work)                                           \
   ORTC_KERN_PRAGMA(omp parallel for schedule(static) if (                      \
+      (work) > ::ortc::kern::detail::kParallelWork))
+/// Vectorise the following inner loop (independent iterations); with
+/// ORTC_KERN_SIMD_SUM, a sum reduction into `var` (lanes keep partial sums in
+/// the accumulator's type, combined in a fixed order: thread-count independent).
+#define ORTC_KERN_SIMD ORTC_KERN_PRAGMA(omp simd)
+#define ORTC_KERN_SIMD_SUM(var) ORTC_KERN_PRAGMA(omp simd reduction(+ : var))
+/// The same for a loop whose iterations are independent element operations
+/// (no calls that cannot be inlined, no early exits): also vectorised. At -O2
+/// GCC vectorises only loops it needs no run-time alias checks for, which
+/// excludes nearly every loop over pointers into one arena.
+#define ORTC_KERN_PARALLEL_FOR_SIMD(work)                                      \
+  ORTC_KERN_PRAGMA(omp parallel for simd schedule(static) if (parallel :       \
       (work) > ::ortc::kern::detail::kParallelWork))
 
 namespace ortc {
@@ -1064,11 +1097,11 @@ inline void makeConvPlan(ConvPlan &plan, ConvPass pass, const ConvGeom &g,
     strides[i] = g.stride[i];
     dilates[i] = g.dilation[i] - 1;
     padL[i] = g.padBegin[i];
-    // The end padding that makes oneDNN's output size equal `out`.
+    // The end padding that makes oneDNN's output size equal `out`; negative
+    // when the last inputs are never read (a strided 1x1 convolution), which
+    // oneDNN takes.
     padR[i] = (g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] +
               1 - g.in[i] - g.padBegin[i];
-    if (padR[i] < 0)
-      return;
   }
   const int64_t xLead[2] = {g.N, g.C}, yLead[2] = {g.N, g.M};
   const int64_t wLead1[2] = {g.M, g.C}, wLeadG[3] = {g.group, g.M / g.group,
@@ -1266,10 +1299,11 @@ int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t od, int64_t oh,
         if (iw < 0 || iw >= g.in[2])
           continue;
         const T v = plane[rowBase + iw];
-        if (best < 0 || v > mx || isNaNBits(v)) {
-          mx = v;
-          best = rowBase + iw;
-        }
+        // Branch-free (cmov): which tap wins is data-dependent, and a
+        // mispredicted branch per tap cost more than the comparison.
+        const bool take = (best < 0) | (v > mx) | isNaNBits(v);
+        mx = take ? v : mx;
+        best = take ? rowBase + iw : best;
       }
     }
   }
@@ -1311,15 +1345,19 @@ inline int64_t avgDivisor(const Spatial3 &g, bool countIncludePad, int64_t od,
 /// yields -inf.
 template <typename T> void maxPool(const T *x, T *y, const PoolGeom &geom) {
   const detail::Spatial3 g = detail::toSpatial3(geom);
-  const int64_t total = geom.N * geom.C * g.outSize;
-  ORTC_KERN_PARALLEL_FOR(total * g.kSize)
-  for (int64_t t = 0; t < total; ++t) {
-    const int64_t pl = t / g.outSize, o = t % g.outSize;
-    const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1],
-                  od = o / (g.out[1] * g.out[2]);
+  const int64_t planes = geom.N * geom.C;
+  // Per plane, then nested output loops: no divisions per output element.
+  ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
+  for (int64_t pl = 0; pl < planes; ++pl) {
     const T *plane = x + pl * g.inSize;
-    const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
-    y[t] = a < 0 ? -std::numeric_limits<T>::infinity() : plane[a];
+    T *yp = y + pl * g.outSize;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
+          yp[(od * g.out[1] + oh) * g.out[2] + ow] =
+              a < 0 ? -std::numeric_limits<T>::infinity() : plane[a];
+        }
   }
 }
 
@@ -1444,12 +1482,14 @@ void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
     for (int64_t a = 0; a < axisLen; ++a)
       mx = std::max(mx, xs[a * inner]);
     double s = 0;
+    ORTC_KERN_SIMD_SUM(s)
     for (int64_t a = 0; a < axisLen; ++a) {
       const T e = std::exp(xs[a * inner] - mx);
       ys[a * inner] = e;
       s += static_cast<double>(e);
     }
     const double inv = 1.0 / s;
+    ORTC_KERN_SIMD
     for (int64_t a = 0; a < axisLen; ++a)
       ys[a * inner] = static_cast<T>(static_cast<double>(ys[a * inner]) * inv);
   }
@@ -1470,9 +1510,11 @@ void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen,
     for (int64_t a = 0; a < axisLen; ++a)
       mx = std::max(mx, xs[a * inner]);
     double s = 0;
+    ORTC_KERN_SIMD_SUM(s)
     for (int64_t a = 0; a < axisLen; ++a)
       s += std::exp(static_cast<double>(xs[a * inner]) - mx);
     const double lse = static_cast<double>(mx) + std::log(s);
+    ORTC_KERN_SIMD
     for (int64_t a = 0; a < axisLen; ++a)
       ys[a * inner] = static_cast<T>(static_cast<double>(xs[a * inner]) - lse);
   }
@@ -1507,8 +1549,10 @@ void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer,
   for (int64_t t = 0; t < lines; ++t) {
     const int64_t off = (t / inner) * axisLen * inner + t % inner;
     double s = 0;
+    ORTC_KERN_SIMD_SUM(s)
     for (int64_t a = 0; a < axisLen; ++a)
       s += static_cast<double>(dy[off + a * inner]);
+    ORTC_KERN_SIMD
     for (int64_t a = 0; a < axisLen; ++a) {
       const int64_t k = off + a * inner;
       dx[k] = static_cast<T>(static_cast<double>(dy[k]) -
@@ -1770,6 +1814,7 @@ bool softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N,
     for (int64_t c = 0; c < C; ++c)
       mx = std::max(mx, static_cast<double>(r[c]));
     double s = 0;
+    ORTC_KERN_SIMD_SUM(s)
     for (int64_t c = 0; c < C; ++c)
       s += std::exp(static_cast<double>(r[c]) - mx);
     rowLoss[n] = mx + std::log(s) - static_cast<double>(r[labels[n]]);
@@ -1817,14 +1862,15 @@ bool softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N,
     for (int64_t c = 0; c < C; ++c)
       mx = std::max(mx, static_cast<double>(r[c]));
     double s = 0;
+    ORTC_KERN_SIMD_SUM(s)
     for (int64_t c = 0; c < C; ++c)
       s += std::exp(static_cast<double>(r[c]) - mx);
     const double inv = 1.0 / s;
+    const int64_t label = labels[n];
+    ORTC_KERN_SIMD
     for (int64_t c = 0; c < C; ++c) {
-      double p = std::exp(static_cast<double>(r[c]) - mx) * inv;
-      if (c == labels[n])
-        p -= 1.0;
-      d[c] = static_cast<T>(p * scale);
+      const double p = std::exp(static_cast<double>(r[c]) - mx) * inv;
+      d[c] = static_cast<T>((c == label ? p - 1.0 : p) * scale);
     }
   }
   return true;
@@ -1861,7 +1907,7 @@ inline double counterUniform(uint64_t seed, uint64_t key, uint64_t i) {
 template <typename T>
 void randomUniform(T *y, int64_t n, double low, double high, uint64_t seed,
                    uint64_t key) {
-  ORTC_KERN_PARALLEL_FOR(n * 8)
+  ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i)
     y[i] = static_cast<T>(low + (high - low) *
                                     counterUniform(seed, key, static_cast<uint64_t>(i)));
@@ -1875,11 +1921,17 @@ template <typename T>
 void dropout(const T *x, T *y, int64_t n, double ratio, uint64_t seed,
              uint64_t key) {
   const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
-  ORTC_KERN_PARALLEL_FOR(n * 8)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio)
-               ? x[i] * scale
-               : T(0);
+  // dropoutKeep's test u >= ratio as integers (u = h * 2^-53 exactly, and
+  // ratio * 2^53 is exact), which vectorises: keep iff h >= ceil(ratio 2^53).
+  const double t = std::ceil(ratio * 0x1.0p53);
+  const uint64_t threshold =
+      t <= 0 ? 0 : t >= 0x1.0p53 ? (uint64_t(1) << 53) : static_cast<uint64_t>(t);
+  const uint64_t sk = static_cast<uint64_t>(key);
+  ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t h = mix64(seed ^ mix64(sk ^ mix64(static_cast<uint64_t>(i)))) >> 11;
+    y[i] = h >= threshold ? x[i] * scale : T(0);
+  }
 }
 
 /// Gradient of dropout: dx[i] = keep(i) ? dy[i] / (1 - ratio) : 0 with the
@@ -1894,7 +1946,7 @@ void dropoutGrad(const T *dy, T *dx, int64_t n, double ratio, uint64_t seed,
 /// mask[i] = dropoutKeep(seed, key, i, ratio) ? 1 : 0.
 inline void dropoutMask(uint8_t *mask, int64_t n, double ratio, uint64_t seed,
                         uint64_t key) {
-  ORTC_KERN_PARALLEL_FOR(n * 8)
+  ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i)
     mask[i] = dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio) ? 1 : 0;
 }
@@ -1918,7 +1970,7 @@ template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
-    ORTC_KERN_PARALLEL_FOR(n * 16)
+    ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
     for (int64_t i = 0; i < n; ++i) {
       const T v = x[i];
       const T inner = beta * (v + kappa * v * v * v);
@@ -1926,7 +1978,7 @@ template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox) {
     }
   } else {
     const T a = T(detail::kSqrt1_2);
-    ORTC_KERN_PARALLEL_FOR(n * 16)
+    ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
     for (int64_t i = 0; i < n; ++i) {
       const T v = x[i];
       y[i] = v * half * (one + std::erf(v * a));
@@ -1944,7 +1996,7 @@ void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
-    ORTC_KERN_PARALLEL_FOR(n * 16)
+    ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
     for (int64_t i = 0; i < n; ++i) {
       const T v = x[i];
       const T v2 = v * v;
@@ -1959,7 +2011,7 @@ void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
     }
   } else {
     const T a = T(detail::kSqrt1_2), b = T(detail::kInvSqrt2Pi);
-    ORTC_KERN_PARALLEL_FOR(n * 16)
+    ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
     for (int64_t i = 0; i < n; ++i) {
       const T v = x[i];
       const T cdf = half * (one + std::erf(v * a));
@@ -1992,7 +2044,7 @@ void sgdUpdate(T *p, const T *g, NoDeduce<T> *buf, int64_t n, NoDeduce<T> lr,
   const bool useMom = momentum != T(0);
   const bool first = step <= 1;
   const T damp = static_cast<T>(1.0 - static_cast<double>(dampening));
-  ORTC_KERN_PARALLEL_FOR(n * 4)
+  ORTC_KERN_PARALLEL_FOR_SIMD(n * 4)
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i];
     if (weightDecay != T(0))
@@ -2034,7 +2086,7 @@ void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
   const T stepSize = static_cast<T>(dlr / (1.0 - std::pow(db1, t)));
   const T bc2Sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(db2, t)));
   const bool lowW = std::abs(static_cast<double>(w1)) < 0.5;
-  ORTC_KERN_PARALLEL_FOR(n * 8)
+  ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i];
     const T pi = p[i] * decay;
@@ -2056,8 +2108,8 @@ void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
 /// also works under -ffast-math (torch.isfinite(x).all()).
 template <typename T> bool allFinite(const T *x, int64_t n) {
   int bad = 0;
-  ORTC_KERN_PRAGMA(omp parallel for schedule(static) reduction(| : bad) if (
-      n > ::ortc::kern::detail::kParallelWork))
+  ORTC_KERN_PRAGMA(omp parallel for simd schedule(static) reduction(| : bad) if (
+      parallel : n > ::ortc::kern::detail::kParallelWork))
   for (int64_t i = 0; i < n; ++i)
     bad |= detail::isFiniteBits(x[i]) ? 0 : 1;
   return bad == 0;

@@ -37,6 +37,36 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+/// The input of `v`'s defining transpose when it swaps only the last two dims.
+static Value lastTwoSwapped(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t)
+    return Value();
+  ArrayRef<int64_t> perm = t.getPerm();
+  int64_t r = perm.size();
+  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+    return Value();
+  for (int64_t i = 0; i + 2 < r; ++i)
+    if (perm[i] != i)
+      return Value();
+  return t.getX();
+}
+
+OpFoldResult MatMulOp::fold(FoldAdaptor) {
+  bool changed = false;
+  if (Value a = lastTwoSwapped(getA())) {
+    getAMutable().assign(a);
+    setTransA(!getTransA());
+    changed = true;
+  }
+  if (Value b = lastTwoSwapped(getB())) {
+    getBMutable().assign(b);
+    setTransB(!getTransB());
+    changed = true;
+  }
+  return changed ? getResult() : OpFoldResult();
+}
+
 LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                       SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());

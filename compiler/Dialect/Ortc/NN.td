@@ -13,6 +13,9 @@ def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
                        DefaultValuedAttr<BoolAttr, "false">:$trans_b);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)";
+  // An operand that is a transpose of its last two dims becomes the flag (in place):
+  // libraries read transposed operands without a copy.
+  let hasFolder = 1;
 }
 
 // Convolution geometry shared by conv and its gradients: strides, pads ([begin...,
