@@ -218,6 +218,10 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
         std::string y = isFloat ? a[1] : "static_cast<double>(" + a[1] + ")";
         return "static_cast<" + T + ">(" + m + "pow(" + x + ", " + y + "))";
       })
+      .Case([&](ModOp md) {
+        return lib + "imod(" + a[0] + ", " + a[1] + ", " + (md.getFmod() ? "true" : "false") +
+               ")";
+      })
       .Case([&](MinOp) { return minOf(a[0], a[1]); })
       .Case([&](MaxOp) { return maxOf(a[0], a[1]); })
       .Case([&](EqualOp) { return flag(a[0] + " == " + a[1]); })
@@ -341,15 +345,51 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
              << ", outDims" << callTail << ");\n";
         return true;
       })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp>([&](auto r) {
         const char *kind = isa<ReduceSumOp>(op)    ? "Sum"
                            : isa<ReduceMeanOp>(op) ? "Mean"
+                           : isa<ReduceProdOp>(op) ? "Prod"
                                                    : "Max";
         body << "  static const int64_t dims[] = " << dims(r.getX())
              << ", axes[] = " << cList(r.getAxes()) << ";\n";
         body << "  " << lib << "reduce(" << typed(r.getX()) << ", dims, "
              << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
              << typed(res, true) << ", " << lib << "ReduceKind::" << kind << callTail << ");\n";
+        return true;
+      })
+      .Case([&](ReduceProdGradOp g) {
+        auto xs = typeOf(g.getX()).getShape();
+        int64_t n = xs.back();
+        body << "  " << lib << "reduceProdGrad(" << typed(g.getX()) << ", " << typed(g.getDy())
+             << ", " << typed(res, true) << ", " << (n ? numElements(res) / n : 0) << ", " << n
+             << callTail << ");\n";
+        return true;
+      })
+      .Case<ArgMaxOp, ArgMinOp>([&](auto a) {
+        auto xs = typeOf(a.getX()).getShape();
+        int64_t axis = a.getAxis();
+        body << "  " << lib << "argReduce(" << typed(a.getX()) << ", " << dimProduct(xs, 0, axis)
+             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", "
+             << b(isa<ArgMinOp>(op)) << ", " << b(a.getSelectLastIndex()) << ", "
+             << typed(res, true) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](TopKOp t) {
+        auto xs = typeOf(t.getX()).getShape();
+        int64_t axis = t.getAxis();
+        body << "  " << lib << "topK(" << typed(t.getX()) << ", " << dimProduct(xs, 0, axis)
+             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", " << t.getK()
+             << ", " << b(t.getLargest()) << ", " << typed(t.getValues(), true) << ", "
+             << typed(t.getIndices(), true) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](CumSumOp c) {
+        auto xs = typeOf(c.getX()).getShape();
+        int64_t axis = c.getAxis();
+        body << "  " << lib << "cumsum(" << typed(c.getX()) << ", " << dimProduct(xs, 0, axis)
+             << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", "
+             << b(c.getExclusive()) << ", " << b(c.getReverse()) << ", " << typed(res, true)
+             << callTail << ");\n";
         return true;
       })
       .Case([&](MatMulOp m) {

@@ -105,6 +105,25 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
              << "    ortc_poison(" << typed(res, true) << ", " << numElements(res) << ");\n";
         return success();
       })
+      .Case([&](GatherElementsOp g) {
+        body << "  static const int64_t dataDims[] = " << dims(g.getData())
+             << ", idxDims[] = " << dims(g.getIndices()) << ";\n";
+        body << "  if (!ortc::kern::gatherElements(" << typed(g.getData()) << ", dataDims, "
+             << typed(g.getIndices()) << ", idxDims, " << typeOf(res).getRank() << ", "
+             << g.getAxis() << ", " << typed(res, true) << "))\n"
+             << "    ortc_poison(" << typed(res, true) << ", " << numElements(res) << ");\n";
+        return success();
+      })
+      .Case([&](ScatterElementsOp sc) {
+        body << "  static const int64_t dataDims[] = " << dims(sc.getData())
+             << ", idxDims[] = " << dims(sc.getIndices()) << ";\n";
+        body << "  if (!ortc::kern::scatterElements(" << typed(sc.getData()) << ", dataDims, "
+             << typed(sc.getIndices()) << ", " << typed(sc.getUpdates()) << ", idxDims, "
+             << typeOf(res).getRank() << ", " << sc.getAxis() << ", " << sc.reductionCode()
+             << ", " << typed(res, true) << "))\n"
+             << "    ortc_poison(" << typed(res, true) << ", " << numElements(res) << ");\n";
+        return success();
+      })
       .Case([&](BatchNormTrainOp bn) {
         auto xs = typeOf(bn.getX()).getShape();
         body << "  ortc::kern::batchNormTrain(" << typed(bn.getX()) << ", "

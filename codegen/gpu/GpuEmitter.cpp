@@ -165,8 +165,18 @@ std::string GpuPrinter::launchShape(Operation *op) {
         return grid(p.getDy(), "zero-fill, then atomic adds, one dy element per thread");
       })
       .Case([&](ConcatOp) { return std::string("one grid-stride copy per input"); })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp>(
           [&](auto) { return rows(numElements(res), "one block per output element"); })
+      .Case<ArgMaxOp, ArgMinOp>([&](auto) {
+        return grid(res, "one line along the axis per thread");
+      })
+      .Case([&](CumSumOp c) {
+        return gridShape(aroundAxis(res, c.getAxis()), "one line along the axis per thread");
+      })
+      .Case([&](TopKOp t) {
+        return grid(t.getIndices(), "one line per thread, k selection passes");
+      })
+      .Case([&](ReduceProdGradOp g) { return grid(g.getDy(), "one row per thread"); })
       .Case([&](MatMulOp m) {
         auto ys = typeOf(res).getShape();
         size_t r = ys.size();
@@ -230,6 +240,29 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << typeOf(res).getRank() << ", " << g.getAxis() << ", " << typed(g.getIndices())
              << ", " << numElements(g.getIndices()) << ", " << typed(res, true) << ", s);\n";
         gridNote(numElements(g.getDy()), "zero-fill, then atomic adds, one dy element per thread");
+        return success();
+      })
+      .Case([&](GatherElementsOp g) {
+        body << "  static const int64_t dataDims[] = " << dims(g.getData())
+             << ", idxDims[] = " << dims(g.getIndices()) << ";\n";
+        body << "  " << L << "gatherElements(" << typed(g.getData()) << ", dataDims, "
+             << typed(g.getIndices()) << ", idxDims, " << typeOf(res).getRank() << ", "
+             << g.getAxis() << ", " << typed(res, true)
+             << ", s); // out-of-range index: NaN output\n";
+        gridNote(numElements(res), "index check, then one output element per thread");
+        return success();
+      })
+      .Case([&](ScatterElementsOp sc) {
+        body << "  static const int64_t dataDims[] = " << dims(sc.getData())
+             << ", idxDims[] = " << dims(sc.getIndices()) << ";\n";
+        body << "  " << L << "scatterElements(" << typed(sc.getData()) << ", dataDims, "
+             << typed(sc.getIndices()) << ", " << typed(sc.getUpdates()) << ", idxDims, "
+             << typeOf(res).getRank() << ", " << sc.getAxis() << ", " << sc.reductionCode()
+             << ", " << typed(res, true) << ", s); // out-of-range index: NaN output\n";
+        auto is = typeOf(sc.getIndices()).getShape();
+        int64_t a = is[sc.getAxis()];
+        gridNote(a ? numElements(sc.getIndices()) / a : 0,
+                 "copy, index check, then one line of updates per thread, in order");
         return success();
       })
       .Case([&](BatchNormTrainOp bn) {

@@ -230,6 +230,11 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](MulOp) { return map(op, [](T a, T b) { return a * b; }, [](int64_t a, int64_t b) { return a * b; }); })
       .Case([&](DivOp) { return map(op, [](T a, T b) { return a / b; }, [](int64_t a, int64_t b) { return b ? a / b : 0; }); })
       .Case([&](PowOp) { return map(op, [](T a, T b) { return std::pow(a, b); }, [](int64_t a, int64_t b) { return (int64_t)std::pow((double)a, (double)b); }); })
+      .Case([&](ModOp m) {
+        bool fm = m.getFmod();
+        return map(op, [](T a, T) { return a; },
+                   [fm](int64_t a, int64_t b) { return kern::imod(a, b, fm); });
+      })
       .Case([&](MinOp) { return map(op, [](T a, T b) { return std::min(a, b); }, [](int64_t a, int64_t b) { return std::min(a, b); }); })
       .Case([&](MaxOp) { return map(op, [](T a, T b) { return std::max(a, b); }, [](int64_t a, int64_t b) { return std::max(a, b); }); })
       .Case([&](EqualOp) { return map(op, [](T a, T b) { return T(a == b); }, [](int64_t a, int64_t b) { return int64_t(a == b); }); })
@@ -344,9 +349,10 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(g.getResult(), std::move(out));
         return success();
       })
-      .template Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+      .template Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp>([&](auto r) {
         kern::ReduceKind kind = isa<ReduceSumOp>(op)    ? kern::ReduceKind::Sum
                                 : isa<ReduceMeanOp>(op) ? kern::ReduceKind::Mean
+                                : isa<ReduceProdOp>(op) ? kern::ReduceKind::Prod
                                                         : kern::ReduceKind::Max;
         EvalTensor<T> out = make(r.getResult());
         const auto &x = get(r.getX());
@@ -362,6 +368,88 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
           for (auto &v : out.i)
             v = v > 0;
         set(r.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](ReduceProdGradOp g) {
+        EvalTensor<T> out = make(g.getResult());
+        int64_t n = out.shape.back();
+        kern::reduceProdGrad(get(g.getX()).f.data(), get(g.getDy()).f.data(), out.f.data(),
+                             n ? out.numel() / n : 0, n);
+        set(g.getResult(), std::move(out));
+        return success();
+      })
+      .template Case<ArgMaxOp, ArgMinOp>([&](auto a) {
+        EvalTensor<T> out = make(a.getResult());
+        const auto &x = get(a.getX());
+        int64_t axis = a.getAxis();
+        int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
+        bool isMin = isa<ArgMinOp>(op);
+        if (x.isFloat)
+          kern::argReduce(x.f.data(), outer, x.shape[axis], inner, isMin,
+                          a.getSelectLastIndex(), out.i.data());
+        else
+          kern::argReduce(x.i.data(), outer, x.shape[axis], inner, isMin,
+                          a.getSelectLastIndex(), out.i.data());
+        set(a.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](TopKOp t) {
+        EvalTensor<T> values = make(t.getValues()), indices = make(t.getIndices());
+        const auto &x = get(t.getX());
+        int64_t axis = t.getAxis();
+        int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
+        if (x.isFloat)
+          kern::topK(x.f.data(), outer, x.shape[axis], inner, t.getK(), t.getLargest(),
+                     values.f.data(), indices.i.data());
+        else
+          kern::topK(x.i.data(), outer, x.shape[axis], inner, t.getK(), t.getLargest(),
+                     values.i.data(), indices.i.data());
+        set(t.getValues(), std::move(values));
+        set(t.getIndices(), std::move(indices));
+        return success();
+      })
+      .Case([&](CumSumOp c) {
+        EvalTensor<T> out = make(c.getResult());
+        const auto &x = get(c.getX());
+        int64_t axis = c.getAxis();
+        int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
+        if (x.isFloat)
+          kern::cumsum(x.f.data(), outer, x.shape[axis], inner, c.getExclusive(),
+                       c.getReverse(), out.f.data());
+        else
+          kern::cumsum(x.i.data(), outer, x.shape[axis], inner, c.getExclusive(),
+                       c.getReverse(), out.i.data());
+        set(c.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](GatherElementsOp g) {
+        EvalTensor<T> out = make(g.getResult());
+        const auto &x = get(g.getData()), &ix = get(g.getIndices());
+        int rank = x.shape.size(), axis = g.getAxis();
+        bool ok = x.isFloat ? kern::gatherElements(x.f.data(), x.shape.data(), ix.i.data(),
+                                                   ix.shape.data(), rank, axis, out.f.data())
+                            : kern::gatherElements(x.i.data(), x.shape.data(), ix.i.data(),
+                                                   ix.shape.data(), rank, axis, out.i.data());
+        if (!ok)
+          return fail(op, "index out of range");
+        set(g.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](ScatterElementsOp sc) {
+        EvalTensor<T> out = make(sc.getResult());
+        const auto &x = get(sc.getData()), &ix = get(sc.getIndices()), &u = get(sc.getUpdates());
+        int rank = x.shape.size(), axis = sc.getAxis();
+        int red = sc.reductionCode();
+        bool ok = x.isFloat
+                      ? kern::scatterElements(x.f.data(), x.shape.data(), ix.i.data(),
+                                              u.f.data(), ix.shape.data(), rank, axis, red,
+                                              out.f.data())
+                      : kern::scatterElements(x.i.data(), x.shape.data(), ix.i.data(),
+                                              u.i.data(), ix.shape.data(), rank, axis, red,
+                                              out.i.data());
+        if (!ok)
+          return fail(op, "index out of range");
+        set(sc.getResult(), std::move(out));
         return success();
       })
       .Case([&](MatMulOp m) {

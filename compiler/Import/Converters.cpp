@@ -954,6 +954,45 @@ template <typename OpT> LogicalResult reduce(NodeCtx &nc, int64_t axesInputOpset
 LogicalResult convReduceSum(NodeCtx &nc) { return reduce<ReduceSumOp>(nc, 13); }
 LogicalResult convReduceMean(NodeCtx &nc) { return reduce<ReduceMeanOp>(nc, 18); }
 LogicalResult convReduceMax(NodeCtx &nc) { return reduce<ReduceMaxOp>(nc, 18); }
+LogicalResult convReduceProd(NodeCtx &nc) { return reduce<ReduceProdOp>(nc, 18); }
+
+/// ArgMax / ArgMin: int64 indices along one axis (keepdims, select_last_index).
+template <typename OpT> LogicalResult convArgReduce(NodeCtx &nc) {
+  int64_t rank = nc.type(0).getRank(), axis = nc.attrInt("axis", 0);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
+  auto op = nc.checked<OpT>(1, nc.in(0), axis, nc.attrInt("keepdims", 1) != 0,
+                            nc.attrInt("select_last_index", 0) != 0);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op);
+  return success();
+}
+
+/// TopK with K known at compile time (an attribute before opset 10, then input 1).
+/// The result is always sorted, which `sorted=0` (any order) allows.
+LogicalResult convTopK(NodeCtx &nc) {
+  int64_t rank = nc.type(0).getRank(), axis = nc.attrInt("axis", -1);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
+  int64_t k = nc.attrInt("k", -1);
+  if (nc.ic.opset >= 10) {
+    const HostTensor *kt = nc.constant(1);
+    if (!kt || kt->numel() != 1)
+      return nc.fail("K must be a single value known at compile time");
+    k = toInt64(kt->data[0]);
+  }
+  int64_t dim = nc.type(0).getDimSize(axis);
+  if (k < 0 || k > dim)
+    return nc.fail("K = " + std::to_string(k) + " is outside [0, " + std::to_string(dim) +
+                   "]");
+  auto op = nc.checked<TopKOp>(2, nc.in(0), k, axis, nc.attrInt("largest", 1) != 0);
+  if (!op)
+    return failure();
+  nc.setOutput(0, op.getValues());
+  nc.setOutput(1, op.getIndices());
+  return success();
+}
 
 LogicalResult globalPool(NodeCtx &nc, bool isMax) {
   int64_t rank = nc.type(0).getRank();
@@ -1610,13 +1649,14 @@ LogicalResult convXor(NodeCtx &nc) {
   return success();
 }
 
-//===-- index ops whose indices are known at import time --------------------===//
+//===-- index ops -----------------------------------------------------------===//
 //
 // Exporters compute the indices of GatherElements / GatherND from shapes and masks,
-// so they are import-time constants. Then both ops are a `gather` of the flattened
-// data at precomputed flat offsets: one kernel on every target, and `gather`'s
-// gradient rule (a scatter-add) trains through them. Indices computed at run time
-// are refused with the reason.
+// so they are usually import-time constants. Then both ops are a `gather` of the
+// flattened data at precomputed flat offsets: one kernel on every target, and
+// `gather`'s gradient rule (a scatter-add) trains through them. GatherElements with
+// indices computed at run time is `gather_elements` (its gradient a scatter_elements
+// add); GatherND's run-time indices are refused with the reason.
 
 } // namespace
 
@@ -1655,6 +1695,14 @@ LogicalResult gatherFlat(NodeCtx &nc, const std::vector<int64_t> &flat, const Sh
 
 namespace {
 
+/// Input i as int64 indices (ONNX allows int32 ones too).
+Value indicesI64(NodeCtx &nc, size_t i) {
+  Value v = nc.in(i);
+  if (!tensorTypeOf(v).getElementType().isInteger(64))
+    v = CastOp::create(nc.b, nc.loc, tensorTypeOf(v).clone(nc.b.getI64Type()), v);
+  return v;
+}
+
 /// Flat offsets of GatherElements(data, indices, axis), or failure.
 LogicalResult gatherElementsOffsets(NodeCtx &nc, const Shape &data, const HostTensor &ix,
                                     int64_t axis, std::vector<int64_t> &flat) {
@@ -1686,13 +1734,38 @@ LogicalResult convGatherElements(NodeCtx &nc) {
   if (failed(checkAxis(nc, axis, rank)))
     return failure();
   const HostTensor *ix = nc.constant(1);
-  if (!ix)
-    return nc.fail("indices computed at run time are not supported (only indices known at "
-                   "compile time, as exporters write them)");
+  if (!ix) {
+    auto op = nc.checked<GatherElementsOp>(1, nc.in(0), indicesI64(nc, 1), axis);
+    if (!op)
+      return failure();
+    nc.setOutput(0, op);
+    return success();
+  }
   std::vector<int64_t> flat;
   if (failed(gatherElementsOffsets(nc, data, *ix, axis, flat)))
     return failure();
   return gatherFlat(nc, flat, ix->shape);
+}
+
+/// ScatterElements (and its opset 9-10 name, Scatter) with run-time indices.
+LogicalResult convScatterElements(NodeCtx &nc) {
+  Shape data = shapeOf(nc.type(0)), ix = shapeOf(nc.type(1)), upd = shapeOf(nc.type(2));
+  int64_t rank = data.size(), axis = nc.attrInt("axis", 0);
+  if (failed(checkAxis(nc, axis, rank)))
+    return failure();
+  std::string red = nc.attrString("reduction", "none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, red))
+    return nc.fail("unknown reduction '" + red + "'");
+  if ((int64_t)ix.size() != rank || upd != ix)
+    return nc.fail("indices and updates must have the data's rank and one shape");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && ix[d] > data[d])
+      return nc.fail("indices are larger than the data outside the axis");
+  if (nc.type(2).getElementType() != nc.type(0).getElementType())
+    return nc.fail("updates and data have different element types");
+  nc.setOutput(0, ScatterElementsOp::create(nc.b, nc.loc, nc.type(0), nc.in(0),
+                                            indicesI64(nc, 1), nc.in(2), axis, red));
+  return success();
 }
 
 LogicalResult convGatherND(NodeCtx &nc) {
@@ -1737,18 +1810,21 @@ LogicalResult convGatherND(NodeCtx &nc) {
   return gatherFlat(nc, flat, out);
 }
 
+/// CumSum: folded on the host when its input is known at import time (masks and
+/// positions, as exporters write them), else `ortc.cumsum`; the axis must be known.
 LogicalResult convCumSum(NodeCtx &nc) {
   const HostTensor *ax = nc.constant(1);
   if (!ax || ax->numel() != 1)
     return nc.fail("axis must be a scalar known at compile time");
-  if (!nc.allHost())
-    return nc.fail("a cumulative sum computed at run time is not supported yet (only one "
-                   "known at compile time, as exporters write for masks and positions)");
-  const HostTensor &x = *nc.constant(0);
-  int64_t rank = x.shape.size(), axis = toInt64(ax->data[0]);
+  int64_t rank = nc.type(0).getRank(), axis = toInt64(ax->data[0]);
   if (failed(checkAxis(nc, axis, rank)))
     return failure();
   bool exclusive = nc.attrInt("exclusive", 0), reverse = nc.attrInt("reverse", 0);
+  if (!nc.allHost()) {
+    nc.setOutput(0, CumSumOp::create(nc.b, nc.loc, nc.in(0), axis, exclusive, reverse));
+    return success();
+  }
+  const HostTensor &x = *nc.constant(0);
   HostTensor out = x;
   int64_t n = x.shape[axis], inner = stridesOf(x.shape)[axis];
   int64_t outer = x.numel() / std::max<int64_t>(1, n * inner);
@@ -1787,8 +1863,12 @@ LogicalResult convMod(NodeCtx &nc) {
   std::vector<Value> v{nc.in(0), nc.in(1)};
   if (failed(broadcastAll(nc, v)))
     return failure();
-  if (!isa<FloatType>(tensorTypeOf(v[0]).getElementType()))
-    return nc.fail("integer Mod computed at run time is not supported");
+  if (tensorTypeOf(v[0]).getElementType() != tensorTypeOf(v[1]).getElementType())
+    return nc.fail("inputs have different element types");
+  if (!isa<FloatType>(tensorTypeOf(v[0]).getElementType())) {
+    nc.setOutput(0, ModOp::create(nc.b, nc.loc, v[0], v[1], fmod));
+    return success();
+  }
   // a - q * b with q = floor(a / b) (fmod=0) or trunc(a / b) (fmod=1).
   Value q = DivOp::create(nc.b, nc.loc, v[0], v[1]);
   Value fl = FloorOp::create(nc.b, nc.loc, q);
@@ -2234,6 +2314,8 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Abs", {unary<AbsOp>, 7}},
       {"Add", {convAdd, 7}},
       {"And", {convAnd, 7}},
+      {"ArgMax", {convArgReduce<ArgMaxOp>, 7}},
+      {"ArgMin", {convArgReduce<ArgMinOp>, 7}},
       {"AveragePool", {convAveragePool, 7}},
       {"BatchNormalization", {convBatchNorm, 7}},
       {"Bernoulli", {convBernoulli, 15}},
@@ -2310,11 +2392,14 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"ReduceLogSum", {composedReduce<ReduceForm::LogSum>, 7}},
       {"ReduceLogSumExp", {composedReduce<ReduceForm::LogSumExp>, 7}},
       {"ReduceSumSquare", {composedReduce<ReduceForm::SumSquare>, 7}},
+      {"ReduceProd", {convReduceProd, 7}},
       {"ReduceSum", {convReduceSum, 7}},
       {"Relu", {unary<ReluOp>, 7}},
       {"Reshape", {convReshape, 7}},
       {"Resize", {convResize, 10}},
       {"Round", {convRound, 11}},
+      {"Scatter", {convScatterElements, 9}},
+      {"ScatterElements", {convScatterElements, 11}},
       {"Selu", {convSelu, 7}},
       {"SequenceAt", {convSequenceAt, 11}},
       {"Shape", {convShape, 7}},
@@ -2334,6 +2419,7 @@ const std::map<std::string, ConverterInfo> &converterTable() {
       {"Sum", {convSum, 7}},
       {"Tanh", {unary<TanhOp>, 7}},
       {"Tile", {convTile, 7}},
+      {"TopK", {convTopK, 7}},
       {"Transpose", {convTranspose, 7}},
       {"Trilu", {convTrilu, 14}},
       {"Unsqueeze", {convUnsqueeze, 7}},

@@ -41,7 +41,7 @@ COMPILE_TIME_INPUTS = {
     "Pad": (1, 2, 3), "Range": (0, 1, 2), "ReduceMax": (1,), "ReduceMean": (1,),
     "ReduceSum": (1,), "ReduceMin": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4), "Split": (1,),
     "Squeeze": (1,), "Tile": (1,), "Trilu": (1,), "Unsqueeze": (1,),
-    "GatherElements": (1,), "GatherND": (1,), "CumSum": (1,), "SequenceAt": (1,),
+    "GatherND": (1,), "CumSum": (1,), "SequenceAt": (1,), "TopK": (1,), "ReduceProd": (1,),
     "SplitToSequence": (1,), "LSTM": (4,), "GRU": (4,), "Resize": (1, 2, 3), "Upsample": (1,),
 }
 MAX_MODEL_BYTES = 4 << 20  # models (with their data) larger than this are skipped

@@ -28,8 +28,8 @@
 //    its terms (test/unit/kernels, Accuracy.*). Variances are two-pass (mean,
 //    then squared deviations), never E[x^2] - E[x]^2. Left to float: GEMM-based
 //    kernels (matmul, conv and their gradients; oneDNN, as in PyTorch) and the
-//    scatter-adds of gradients (pooling, col2im, gatherGrad), whose element
-//    counts are small.
+//    scatter-adds of gradients (pooling, col2im, gatherGrad, scatterElements'
+//    add), whose element counts are small.
 //  * The code compiles and is correct with and without -fopenmp. Threads are
 //    OpenMP's only: oneDNN (built on the same libgomp) runs inside that pool,
 //    single-threaded when called from inside a parallel region.
@@ -479,15 +479,23 @@ void broadcastTo(const T *in, const int64_t *inDims, T *out,
 }
 
 /// Reduction kinds of `reduce`.
-enum class ReduceKind { Sum, Mean, Max };
+enum class ReduceKind { Sum, Mean, Max, Prod };
+
+namespace detail {
+/// The accumulator of products: double for floating T (like the sums), int64_t for
+/// integers (exact, wrapping like ONNX's reference on overflow).
+template <typename T>
+using ProdAcc = std::conditional_t<std::is_floating_point<T>::value, double, int64_t>;
+} // namespace detail
 
 /// ONNX ReduceSum / ReduceMean / ReduceMax with keepdims=1 (torch.sum /
 /// mean / amax with keepdim=True): `in` has shape dims[0..rank); `axes`
 /// (nAxes entries, negative values count from the end, duplicates allowed)
 /// are reduced; `out` has shape dims with every reduced axis set to 1 (the
 /// caller reshapes for keepdims=0). nAxes == 0 reduces nothing (copy).
-/// Sum/Mean accumulate in double. Max propagates NaN (like torch.amax).
-/// Empty reductions give Sum = 0, Mean = NaN, Max = -inf.
+/// Sum/Mean accumulate in double, Prod in detail::ProdAcc. Max propagates NaN
+/// (like torch.amax). Empty reductions give Sum = 0, Mean = NaN, Max = -inf,
+/// Prod = 1.
 template <typename T>
 void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
             int nAxes, T *out, ReduceKind kind) {
@@ -504,6 +512,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
     return;
   if (redCount == 0) {
     T v = kind == ReduceKind::Sum    ? T(0)
+          : kind == ReduceKind::Prod ? T(1)
           : kind == ReduceKind::Mean ? std::numeric_limits<T>::quiet_NaN()
                                      : detail::maxIdentity<T>();
     std::fill(out, out + outCount, v);
@@ -557,6 +566,14 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
               mx = p[l];
         }
         out[o] = mx;
+      } else if (kind == ReduceKind::Prod) {
+        detail::ProdAcc<T> pr = 1;
+        for (int64_t j = 0; j < R; ++j) {
+          const T *p = base + redOff[j];
+          for (int64_t l = 0; l < L; ++l)
+            pr *= static_cast<detail::ProdAcc<T>>(p[l]);
+        }
+        out[o] = static_cast<T>(pr);
       } else {
         double s = 0;
         for (int64_t j = 0; j < R; ++j) {
@@ -591,6 +608,17 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
           if (p[l] > dst[l] || detail::isNaNBits(p[l]))
             dst[l] = p[l];
       }
+    } else if (kind == ReduceKind::Prod) {
+      detail::ProdAcc<T> acc[kBlock];
+      for (int64_t l = 0; l < n; ++l)
+        acc[l] = 1;
+      for (int64_t j = 0; j < R; ++j) {
+        const T *p = base + redOff[j];
+        for (int64_t l = 0; l < n; ++l)
+          acc[l] *= static_cast<detail::ProdAcc<T>>(p[l]);
+      }
+      for (int64_t l = 0; l < n; ++l)
+        dst[l] = static_cast<T>(acc[l]);
     } else {
       double acc[kBlock];
       for (int64_t l = 0; l < n; ++l)
@@ -846,6 +874,221 @@ bool gatherGrad(const T *dy, const int64_t *dataDims, int rank, int axis,
     }
   }
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Element-indexed ops with run-time indices (ONNX GatherElements,
+// ScatterElements), arg-reductions, top-k and cumulative sums
+//
+// Each works on lines: the [outer, A, inner] view of a tensor around `axis`
+// has outer * inner lines of A elements (stride inner). Lines are independent,
+// so they are the parallel unit and every line is processed in a fixed order:
+// results (repeated scatter indices included) never depend on the thread count.
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+/// outer / inner of the [outer, dims[axis], inner] view.
+inline void lineView(const int64_t *dims, int rank, int axis, int64_t &outer,
+                     int64_t &inner) {
+  outer = product(dims, axis);
+  inner = product(dims + axis + 1, rank - axis - 1);
+}
+/// Offset of element `t` of a tensor with dims `idxDims` in a tensor with dims
+/// `dataDims` (same rank, each idxDims[d] <= dataDims[d] except on `axis`, whose
+/// coordinate is taken as 0).
+inline int64_t lineBase(int64_t t, const int64_t *idxDims, const int64_t *dataDims,
+                        int rank, int axis) {
+  int64_t off = 0, stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t c = t % idxDims[d];
+    t /= idxDims[d];
+    if (d != axis)
+      off += c * stride;
+    stride *= dataDims[d];
+  }
+  return off;
+}
+/// Whether every index lies in [-A, A).
+inline bool indicesInRange(const int64_t *idx, int64_t n, int64_t A) {
+  for (int64_t j = 0; j < n; ++j)
+    if (idx[j] < -A || idx[j] >= A)
+      return false;
+  return true;
+}
+} // namespace detail
+
+/// ONNX GatherElements: out (shape idxDims, same rank as dataDims, each dim no
+/// larger than the data's except `axis`) is out[c] = data[c with c[axis] =
+/// idx[c]]; negative indices wrap once. Returns false, writing nothing, on an
+/// index outside [-dataDims[axis], dataDims[axis]).
+template <typename T>
+bool gatherElements(const T *data, const int64_t *dataDims, const int64_t *idx,
+                    const int64_t *idxDims, int rank, int axis, T *out) {
+  const int64_t n = detail::product(idxDims, rank), A = dataDims[axis];
+  const int64_t stride = detail::product(dataDims + axis + 1, rank - axis - 1);
+  if (!detail::indicesInRange(idx, n, A))
+    return false;
+  ORTC_KERN_PARALLEL_FOR(n * 4)
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t k = idx[t] < 0 ? idx[t] + A : idx[t];
+    out[t] = data[detail::lineBase(t, idxDims, dataDims, rank, axis) + k * stride];
+  }
+  return true;
+}
+
+/// ONNX ScatterElements: out = data, then for every element c of `upd` (shape
+/// idxDims, as for gatherElements) out[c with c[axis] = idx[c]] is set to
+/// upd[c] (reduction 0 = none) or combined with it (1 add, 2 mul, 3 max, 4 min).
+/// Updates apply in row-major order (a line at a time, lines in parallel: two
+/// updates can only meet within one line), so repeated indices give the same
+/// result at every thread count. `out` may alias `data`. Returns false, writing
+/// nothing, on an out-of-range index.
+template <typename T>
+bool scatterElements(const T *data, const int64_t *dataDims, const int64_t *idx,
+                     const T *upd, const int64_t *idxDims, int rank, int axis,
+                     int reduction, T *out) {
+  const int64_t n = detail::product(idxDims, rank), A = dataDims[axis];
+  if (!detail::indicesInRange(idx, n, A))
+    return false;
+  if (out != data)
+    std::copy(data, data + detail::product(dataDims, rank), out);
+  const int64_t stride = detail::product(dataDims + axis + 1, rank - axis - 1);
+  const int64_t Ai = idxDims[axis];
+  const int64_t innerI = detail::product(idxDims + axis + 1, rank - axis - 1);
+  const int64_t lines = Ai ? n / Ai : 0;
+  ORTC_KERN_PARALLEL_FOR(n * 4)
+  for (int64_t line = 0; line < lines; ++line) {
+    // Element (o, 0, i) of the indices' [outer, Ai, innerI] view starts the line.
+    const int64_t first = (line / innerI) * Ai * innerI + line % innerI;
+    T *dst = out + detail::lineBase(first, idxDims, dataDims, rank, axis);
+    for (int64_t a = 0; a < Ai; ++a) {
+      const int64_t t = first + a * innerI;
+      const int64_t k = idx[t] < 0 ? idx[t] + A : idx[t];
+      T &d = dst[k * stride];
+      const T u = upd[t];
+      switch (reduction) {
+      case 1: d = d + u; break;
+      case 2: d = d * u; break;
+      case 3: d = std::max(d, u); break;
+      case 4: d = std::min(d, u); break;
+      default: d = u;
+      }
+    }
+  }
+  return true;
+}
+
+/// ONNX ArgMax / ArgMin over the middle dim of [outer, A, inner]: out[o, i] is
+/// the index of the largest (smallest if isMin) element of the line; ties go to
+/// the first index, or the last with selectLast; a NaN wins (numpy's rule).
+template <typename T>
+void argReduce(const T *x, int64_t outer, int64_t A, int64_t inner, bool isMin,
+               bool selectLast, int64_t *out) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * A)
+  for (int64_t line = 0; line < lines; ++line) {
+    const T *p = x + (line / inner) * A * inner + line % inner;
+    int64_t best = 0;
+    for (int64_t a = 1; a < A; ++a) {
+      const T v = p[a * inner], b = p[best * inner];
+      if (b != b) // a NaN already won
+        break;
+      const bool better = v != v || (isMin ? v < b : v > b) || (selectLast && v == b);
+      if (better)
+        best = a;
+    }
+    out[line] = best;
+  }
+}
+
+namespace detail {
+/// The order of TopK: strictly larger (smaller) first, then the lower index.
+template <typename T>
+inline bool topKBefore(T a, int64_t ia, T b, int64_t ib, bool largest) {
+  if (a == b)
+    return ia < ib;
+  return largest ? a > b : a < b;
+}
+} // namespace detail
+
+/// ONNX TopK over the middle dim of [outer, A, inner]: values/indices
+/// [outer, k, inner] hold the k largest (smallest) elements of each line,
+/// sorted, equal values by increasing index. (NaNs are not ordered.)
+template <typename T>
+void topK(const T *x, int64_t outer, int64_t A, int64_t inner, int64_t k,
+          bool largest, T *values, int64_t *indices) {
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * A * 4)
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t o = line / inner, i = line % inner;
+    const T *p = x + o * A * inner + i;
+    std::vector<int64_t> order(A);
+    for (int64_t a = 0; a < A; ++a)
+      order[a] = a;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t l, int64_t r) {
+                        return detail::topKBefore(p[l * inner], l, p[r * inner], r,
+                                                  largest);
+                      });
+    for (int64_t j = 0; j < k; ++j) {
+      values[(o * k + j) * inner + i] = p[order[j] * inner];
+      indices[(o * k + j) * inner + i] = order[j];
+    }
+  }
+}
+
+/// ONNX CumSum over the middle dim of [outer, A, inner] (exclusive: without
+/// the element itself; reverse: from the end). Floats accumulate in double.
+template <typename T>
+void cumsum(const T *x, int64_t outer, int64_t A, int64_t inner, bool exclusive,
+            bool reverse, T *y) {
+  using Acc = std::conditional_t<std::is_floating_point<T>::value, double, int64_t>;
+  const int64_t lines = outer * inner;
+  ORTC_KERN_PARALLEL_FOR(lines * A)
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t base = (line / inner) * A * inner + line % inner;
+    Acc acc = 0;
+    for (int64_t s = 0; s < A; ++s) {
+      const int64_t at = base + (reverse ? A - 1 - s : s) * inner;
+      const Acc v = static_cast<Acc>(x[at]);
+      y[at] = static_cast<T>(exclusive ? acc : acc + v);
+      acc += v;
+    }
+  }
+}
+
+/// Gradient of a product over rows: dx[r, j] = dy[r] * prod_{k != j} x[r, k]
+/// for x [rows, n], as prefix times suffix products (accumulated in double,
+/// the prefixes rounded to T once), so it is right where x has zeros (prod / x
+/// is not).
+template <typename T>
+void reduceProdGrad(const T *x, const T *dy, T *dx, int64_t rows, int64_t n) {
+  ORTC_KERN_PARALLEL_FOR(rows * n * 3)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * n;
+    T *dr = dx + r * n;
+    double prefix = 1;
+    for (int64_t j = 0; j < n; ++j) { // dx holds the prefix products for now
+      dr[j] = static_cast<T>(prefix);
+      prefix *= static_cast<double>(xr[j]);
+    }
+    double suffix = static_cast<double>(dy[r]);
+    for (int64_t j = n - 1; j >= 0; --j) {
+      dr[j] = static_cast<T>(static_cast<double>(dr[j]) * suffix);
+      suffix *= static_cast<double>(xr[j]);
+    }
+  }
+}
+
+/// ONNX Mod on integers: the remainder with the divisor's sign (Python's %),
+/// or the dividend's with fmod (C's %). A zero divisor gives 0, as numpy does.
+template <typename T> inline T imod(T a, T b, bool fmod) {
+  if (b == 0 || b == T(-1))
+    return T(0);
+  T r = a % b;
+  if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
 }
 
 //===----------------------------------------------------------------------===//

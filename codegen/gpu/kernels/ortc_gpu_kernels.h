@@ -89,6 +89,15 @@ template <typename T> __host__ __device__ inline T ortc_lowest() {
   else
     return T(0);
 }
+/// The CPU's imod (ONNX Mod on integers; a zero divisor gives 0).
+template <typename T> __host__ __device__ inline T imod(T a, T b, bool fmod) {
+  if (b == 0 || b == T(-1))
+    return T(0);
+  T r = a % b;
+  if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
+}
 template <typename T> __device__ inline bool isNaN(T v) { return v != v; }
 __device__ inline bool isFinite(float v) { return (__float_as_int(v) & 0x7f800000) != 0x7f800000; }
 __device__ inline bool isFinite(double v) {
@@ -506,7 +515,15 @@ void gatherGrad(const T *dy, const int64_t *dims, int rank, int axis, const int6
 // Reductions (ONNX Reduce{Sum,Mean,Max}, keepdims=1)
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind { Sum, Mean, Max };
+enum class ReduceKind { Sum, Mean, Max, Prod };
+
+/// The CPU's detail::ProdAcc: products accumulate in double for floating T, in
+/// int64 for integers.
+template <typename T>
+using ProdAcc = typename std::conditional<std::is_floating_point<T>::value, double, int64_t>::type;
+struct ProdOp {
+  template <typename T> __device__ T operator()(T a, T b) const { return a * b; }
+};
 
 /// One block per output element; threads stride over the reduced elements and
 /// combine with blockReduce (warp shuffles).
@@ -518,7 +535,20 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDi
     base += (rem % keptDims.d[d]) * keptStride.d[d];
     rem /= keptDims.d[d];
   }
-  if (kind == 2) {
+  if (kind == 3) {
+    ProdAcc<T> acc = 1;
+    for (int64_t j = threadIdx.x; j < redCount; j += blockDim.x) {
+      int64_t r = j, off = base;
+      for (int d = redDims.rank - 1; d >= 0; --d) {
+        off += (r % redDims.d[d]) * redStride.d[d];
+        r /= redDims.d[d];
+      }
+      acc *= static_cast<ProdAcc<T>>(in[off]);
+    }
+    acc = blockReduce(acc, ProdOp(), ProdAcc<T>(1));
+    if (threadIdx.x == 0)
+      out[o] = static_cast<T>(acc);
+  } else if (kind == 2) {
     const T lowest = ortc_lowest<T>();
     T mx = lowest;
     for (int64_t j = threadIdx.x; j < redCount; j += blockDim.x) {
@@ -573,10 +603,212 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int
     return;
   if (redCount == 0) {
     fill(out, outCount,
-         kind == ReduceKind::Sum ? T(0) : kind == ReduceKind::Mean ? ortc_nan<T>() : ortc_lowest<T>(), s);
+         kind == ReduceKind::Sum    ? T(0)
+         : kind == ReduceKind::Prod ? T(1)
+         : kind == ReduceKind::Mean ? ortc_nan<T>()
+                                    : ortc_lowest<T>(),
+         s);
     return;
   }
   reduceKernel<<<gridFor(outCount, 1), kBlock, 0, s>>>(in, kd, ks, rd, rs, redCount, out, static_cast<int>(kind));
+}
+
+//===----------------------------------------------------------------------===//
+// Element-indexed ops with run-time indices, arg-reductions, top-k, cumulative
+// sums: the CPU library's line view ([outer, A, inner] around the axis), one
+// thread per line, each line in the CPU's order (so repeated scatter indices
+// combine in the same order on both targets).
+//===----------------------------------------------------------------------===//
+
+inline Dims dimsOf(const int64_t *dims, int rank) {
+  Dims d{};
+  d.rank = rank;
+  for (int i = 0; i < rank; ++i)
+    d.d[i] = dims[i];
+  return d;
+}
+/// The CPU's detail::lineBase: the offset in `dataDims` of element t of `idxDims`
+/// with its `axis` coordinate taken as 0.
+__device__ inline int64_t lineBase(int64_t t, const Dims &idxDims, const Dims &dataDims, int axis) {
+  int64_t off = 0, stride = 1;
+  for (int d = idxDims.rank - 1; d >= 0; --d) {
+    const int64_t c = t % idxDims.d[d];
+    t /= idxDims.d[d];
+    if (d != axis)
+      off += c * stride;
+    stride *= dataDims.d[d];
+  }
+  return off;
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) gatherElementsKernel(const T *data, Dims dataDims, const int64_t *idx, Dims idxDims, int axis, int64_t stride, T *out, int64_t n) {
+  if (ortcErrorFlag)
+    return;
+  const int64_t A = dataDims.d[axis];
+  ORTC_FOR(t, n) {
+    const int64_t k = idx[t] < 0 ? idx[t] + A : idx[t];
+    out[t] = data[lineBase(t, idxDims, dataDims, axis) + k * stride];
+  }
+}
+/// An out-of-range index makes the whole output NaN (decided on the device).
+template <typename T>
+void gatherElements(const T *data, const int64_t *dataDims, const int64_t *idx, const int64_t *idxDims, int rank,
+                    int axis, T *out, ortcStream_t s) {
+  const int64_t n = product(idxDims, rank), stride = product(dataDims + axis + 1, rank - axis - 1);
+  clearFlagKernel<<<1, 1, 0, s>>>();
+  checkIndexKernel<<<gridFor(n), kBlock, 0, s>>>(idx, n, dataDims[axis]);
+  gatherElementsKernel<<<gridFor(n), kBlock, 0, s>>>(data, dimsOf(dataDims, rank), idx, dimsOf(idxDims, rank), axis,
+                                                     stride, out, n);
+  poisonIfFlagKernel<<<gridFor(n), kBlock, 0, s>>>(out, n);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) scatterElementsKernel(const int64_t *idx, const T *upd, Dims idxDims, Dims dataDims, int axis, int64_t stride, int reduction, T *out, int64_t lines) {
+  if (ortcErrorFlag)
+    return;
+  const int64_t A = dataDims.d[axis], Ai = idxDims.d[axis];
+  int64_t innerI = 1;
+  for (int d = axis + 1; d < idxDims.rank; ++d)
+    innerI *= idxDims.d[d];
+  ORTC_FOR(line, lines) {
+    const int64_t first = (line / innerI) * Ai * innerI + line % innerI;
+    T *dst = out + lineBase(first, idxDims, dataDims, axis);
+    for (int64_t a = 0; a < Ai; ++a) {
+      const int64_t t = first + a * innerI;
+      const int64_t k = idx[t] < 0 ? idx[t] + A : idx[t];
+      T &d = dst[k * stride];
+      const T u = upd[t];
+      switch (reduction) {
+      case 1: d = d + u; break;
+      case 2: d = d * u; break;
+      case 3: d = ortc_max(d, u); break;
+      case 4: d = ortc_min(d, u); break;
+      default: d = u;
+      }
+    }
+  }
+}
+/// reduction: none 0, add 1, mul 2, max 3, min 4 (ScatterElementsOp::reductionCode).
+template <typename T>
+void scatterElements(const T *data, const int64_t *dataDims, const int64_t *idx, const T *upd, const int64_t *idxDims,
+                     int rank, int axis, int reduction, T *out, ortcStream_t s) {
+  const int64_t total = product(dataDims, rank), n = product(idxDims, rank);
+  const int64_t lines = idxDims[axis] ? n / idxDims[axis] : 0;
+  if (out != data)
+    ORTC_MEMCPY_ASYNC(out, data, total * sizeof(T), s);
+  clearFlagKernel<<<1, 1, 0, s>>>();
+  checkIndexKernel<<<gridFor(n), kBlock, 0, s>>>(idx, n, dataDims[axis]);
+  scatterElementsKernel<<<gridFor(lines), kBlock, 0, s>>>(idx, upd, dimsOf(idxDims, rank), dimsOf(dataDims, rank),
+                                                          axis, product(dataDims + axis + 1, rank - axis - 1),
+                                                          reduction, out, lines);
+  poisonIfFlagKernel<<<gridFor(total), kBlock, 0, s>>>(out, total);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) argReduceKernel(const T *x, int64_t A, int64_t inner, bool isMin, bool selectLast, int64_t *out, int64_t lines) {
+  ORTC_FOR(line, lines) {
+    const T *p = x + (line / inner) * A * inner + line % inner;
+    int64_t best = 0;
+    for (int64_t a = 1; a < A; ++a) {
+      const T v = p[a * inner], b = p[best * inner];
+      if (b != b) // a NaN already won
+        break;
+      if (v != v || (isMin ? v < b : v > b) || (selectLast && v == b))
+        best = a;
+    }
+    out[line] = best;
+  }
+}
+template <typename T>
+void argReduce(const T *x, int64_t outer, int64_t A, int64_t inner, bool isMin, bool selectLast, int64_t *out,
+               ortcStream_t s) {
+  const int64_t lines = outer * inner;
+  argReduceKernel<<<gridFor(lines), kBlock, 0, s>>>(x, A, inner, isMin, selectLast, out, lines);
+}
+
+/// The CPU's order for TopK: strictly larger (smaller) first, then the lower index.
+template <typename T> __device__ inline bool topKBefore(T a, int64_t ia, T b, int64_t ib, bool largest) {
+  if (a == b)
+    return ia < ib;
+  return largest ? a > b : a < b;
+}
+/// Selection without scratch memory: pick j is the first element (in topKBefore's
+/// total order) after pick j - 1, O(k * A) per line.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) topKKernel(const T *x, int64_t A, int64_t inner, int64_t k, bool largest, T *values, int64_t *indices, int64_t lines) {
+  ORTC_FOR(line, lines) {
+    const int64_t o = line / inner, i = line % inner;
+    const T *p = x + o * A * inner + i;
+    T prevV = T(0);
+    int64_t prevI = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      T bestV = T(0);
+      for (int64_t a = 0; a < A; ++a) {
+        const T v = p[a * inner];
+        if (prevI >= 0 && !topKBefore(prevV, prevI, v, a, largest))
+          continue;
+        if (best < 0 || topKBefore(v, a, bestV, best, largest)) {
+          best = a;
+          bestV = v;
+        }
+      }
+      values[(o * k + j) * inner + i] = bestV;
+      indices[(o * k + j) * inner + i] = best;
+      prevV = bestV;
+      prevI = best;
+    }
+  }
+}
+template <typename T>
+void topK(const T *x, int64_t outer, int64_t A, int64_t inner, int64_t k, bool largest, T *values, int64_t *indices,
+          ortcStream_t s) {
+  const int64_t lines = outer * inner;
+  topKKernel<<<gridFor(lines), kBlock, 0, s>>>(x, A, inner, k, largest, values, indices, lines);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) cumsumKernel(const T *x, int64_t A, int64_t inner, bool exclusive, bool reverse, T *y, int64_t lines) {
+  using Acc = typename std::conditional<std::is_floating_point<T>::value, double, int64_t>::type;
+  ORTC_FOR(line, lines) {
+    const int64_t base = (line / inner) * A * inner + line % inner;
+    Acc acc = 0;
+    for (int64_t s = 0; s < A; ++s) {
+      const int64_t at = base + (reverse ? A - 1 - s : s) * inner;
+      const Acc v = static_cast<Acc>(x[at]);
+      y[at] = static_cast<T>(exclusive ? acc : acc + v);
+      acc += v;
+    }
+  }
+}
+template <typename T>
+void cumsum(const T *x, int64_t outer, int64_t A, int64_t inner, bool exclusive, bool reverse, T *y, ortcStream_t s) {
+  const int64_t lines = outer * inner;
+  cumsumKernel<<<gridFor(lines), kBlock, 0, s>>>(x, A, inner, exclusive, reverse, y, lines);
+}
+
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceProdGradKernel(const T *x, const T *dy, int64_t rows, int64_t n, T *dx) {
+  ORTC_FOR(r, rows) {
+    const T *xr = x + r * n;
+    T *dr = dx + r * n;
+    double prefix = 1;
+    for (int64_t j = 0; j < n; ++j) {
+      dr[j] = static_cast<T>(prefix);
+      prefix *= static_cast<double>(xr[j]);
+    }
+    double suffix = static_cast<double>(dy[r]);
+    for (int64_t j = n - 1; j >= 0; --j) {
+      dr[j] = static_cast<T>(static_cast<double>(dr[j]) * suffix);
+      suffix *= static_cast<double>(xr[j]);
+    }
+  }
+}
+/// The CPU's reduceProdGrad (prefix times suffix products), one row per thread.
+template <typename T>
+void reduceProdGrad(const T *x, const T *dy, T *dx, int64_t rows, int64_t n, ortcStream_t s) {
+  reduceProdGradKernel<<<gridFor(rows), kBlock, 0, s>>>(x, dy, rows, n, dx);
 }
 
 //===----------------------------------------------------------------------===//

@@ -84,6 +84,18 @@ def Ortc_PowOp : Ortc_BinaryOp<"pow">;
 def Ortc_MinOp : Ortc_BinaryOp<"min", [Commutative]>;
 def Ortc_MaxOp : Ortc_BinaryOp<"max", [Commutative]>;
 
+def Ortc_ModOp : Ortc_Op<"mod", [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "Integer remainder (ONNX Mod): the divisor's sign, or the dividend's if fmod";
+  let description = [{
+    Float Mod imports as a composition of core ops (which carries its gradient);
+    this op is for integers, so it has no gradient. A zero divisor gives 0 (numpy).
+  }];
+  let arguments = (ins Ortc_IndexTensor:$lhs, Ortc_IndexTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$fmod);
+  let results = (outs Ortc_IndexTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
 class Ortc_CompareOp<string mnemonic>
     : Ortc_Op<mnemonic, [Pure, Elementwise, SameTypeOperands,
         SameOperandsAndResultShape]> {

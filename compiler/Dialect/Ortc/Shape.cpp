@@ -1,10 +1,13 @@
 //===- Shape.cpp - Data movement and reductions --------------------------===//
 //
 // Shape rules (also the verifiers, through InferTypeOpInterface), folders and gradient
-// rules of broadcasts, reshapes, permutations, slices, pads, gathers and reductions.
+// rules of broadcasts, reshapes, permutations, slices, pads, gathers and scatters,
+// reductions (arg-reductions, top-k and cumulative sums among them).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
+
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 
@@ -292,6 +295,7 @@ Value expandReduced(OpBuilder &b, Location loc, Value dy, RankedTensorType x,
 ORTC_REDUCE_INFER(ReduceSumOp)
 ORTC_REDUCE_INFER(ReduceMeanOp)
 ORTC_REDUCE_INFER(ReduceMaxOp)
+ORTC_REDUCE_INFER(ReduceProdOp)
 #undef ORTC_REDUCE_INFER
 
 LogicalResult ReduceSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
@@ -329,6 +333,212 @@ LogicalResult ReduceMaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   Value count = ReduceSumOp::create(b, loc, ones, getAxes(), getKeepdims());
   Value share = DivOp::create(b, loc, dys[0], count);
   grads[0] = MulOp::create(b, loc, ones, expandReduced(b, loc, share, xt, getAxes()));
+  return success();
+}
+
+LogicalResult ReduceProdOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                          SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (!dys[0] || !isFloat(getX()))
+    return success();
+  // Move the reduced axes last, view x as [groups, n], take the product of the other
+  // elements of each row (right where x has zeros, unlike prod / x), and undo.
+  Location loc = getLoc();
+  RankedTensorType xt = getX().getType();
+  SmallVector<bool> reduced(xt.getRank(), false);
+  for (int64_t a : getAxes())
+    reduced[a] = true;
+  SmallVector<int64_t> perm, permutedShape;
+  int64_t groups = 1, n = 1;
+  for (int64_t d = 0; d < xt.getRank(); ++d)
+    if (!reduced[d]) {
+      perm.push_back(d);
+      groups *= xt.getDimSize(d);
+    }
+  for (int64_t a : getAxes()) {
+    perm.push_back(a);
+    n *= xt.getDimSize(a);
+  }
+  for (int64_t p : perm)
+    permutedShape.push_back(xt.getDimSize(p));
+  Value x = getX();
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= static_cast<int64_t>(i) == p;
+  if (!identity)
+    x = TransposeOp::create(b, loc, x, perm);
+  x = reshapeTo(b, loc, x, {groups, n});
+  Value dy = reshapeTo(b, loc, dys[0], {groups});
+  Value dx = ReduceProdGradOp::create(b, loc, tensorTypeOf(x), x, dy);
+  dx = reshapeTo(b, loc, dx, permutedShape);
+  if (!identity) {
+    SmallVector<int64_t> inverse(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      inverse[p] = i;
+    dx = TransposeOp::create(b, loc, dx, inverse);
+  }
+  grads[0] = dx;
+  return success();
+}
+
+LogicalResult ReduceProdGradOp::verify() {
+  RankedTensorType x = getX().getType(), dy = getDy().getType();
+  if (x.getRank() < 1 || dy.getShape() != x.getShape().drop_back() ||
+      getType() != x || dy.getElementType() != x.getElementType())
+    return emitOpError("needs x [..., n], dy [...] and a result typed like x");
+  return success();
+}
+
+//===-- argmax / argmin ---------------------------------------------------===//
+
+namespace {
+template <typename AdaptorT>
+LogicalResult inferArgReduce(std::optional<Location> loc, AdaptorT adaptor,
+                             SmallVectorImpl<Type> &types) {
+  auto in = cast<RankedTensorType>(adaptor.getX().getType());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= in.getRank())
+    return emitOptionalError(loc, "axis ", axis, " out of range");
+  auto shape = reducedShape(loc, in, {axis}, adaptor.getKeepdims());
+  if (failed(shape))
+    return failure();
+  types.push_back(RankedTensorType::get(*shape, IntegerType::get(in.getContext(), 64)));
+  return success();
+}
+} // namespace
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferArgReduce(loc, adaptor, types);
+}
+
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferArgReduce(loc, adaptor, types);
+}
+
+//===-- topk --------------------------------------------------------------===//
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto in = cast<RankedTensorType>(adaptor.getX().getType());
+  int64_t axis = adaptor.getAxis(), k = adaptor.getK();
+  if (axis < 0 || axis >= in.getRank())
+    return emitOptionalError(loc, "axis ", axis, " out of range");
+  if (k < 0 || k > in.getDimSize(axis))
+    return emitOptionalError(loc, "k = ", k, " is not in [0, ", in.getDimSize(axis), "]");
+  SmallVector<int64_t> shape(in.getShape());
+  shape[axis] = k;
+  types.push_back(in.clone(shape));
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult TopKOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                    SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (!dys[0] || !isFloat(getX()))
+    return success();
+  Location loc = getLoc();
+  grads[0] = ScatterElementsOp::create(b, loc, getX().getType(),
+                                       splatLike(b, loc, getX(), 0.0), getIndices(),
+                                       dys[0], getAxis(), "add");
+  return success();
+}
+
+//===-- cumsum ------------------------------------------------------------===//
+
+LogicalResult CumSumOp::verify() {
+  if (getAxis() < 0 || getAxis() >= getType().getRank())
+    return emitOpError("axis ") << getAxis() << " out of range";
+  return success();
+}
+
+LogicalResult CumSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                      SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (dys[0] && isFloat(getX()))
+    grads[0] = CumSumOp::create(b, getLoc(), dys[0], getAxis(), getExclusive(), !getReverse());
+  return success();
+}
+
+//===-- gather_elements / scatter_elements --------------------------------===//
+
+namespace {
+/// Checks the shared shape rule: indices of data's rank, no larger outside `axis`.
+LogicalResult checkElementsIndices(std::optional<Location> loc, RankedTensorType data,
+                                   RankedTensorType idx, int64_t axis) {
+  if (axis < 0 || axis >= data.getRank())
+    return emitOptionalError(loc, "axis ", axis, " out of range");
+  if (idx.getRank() != data.getRank())
+    return emitOptionalError(loc, "indices must have the rank of the data");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != axis && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOptionalError(loc, "indices are larger than the data in dim ", d);
+  return success();
+}
+} // namespace
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto idx = cast<RankedTensorType>(adaptor.getIndices().getType());
+  if (failed(checkElementsIndices(loc, data, idx, adaptor.getAxis())))
+    return failure();
+  types.push_back(data.clone(idx.getShape()));
+  return success();
+}
+
+LogicalResult GatherElementsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                              SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (!dys[0] || !isFloat(getData()))
+    return success();
+  Location loc = getLoc();
+  grads[0] = ScatterElementsOp::create(b, loc, getData().getType(),
+                                       splatLike(b, loc, getData(), 0.0), getIndices(),
+                                       dys[0], getAxis(), "add");
+  return success();
+}
+
+LogicalResult ScatterElementsOp::verify() {
+  RankedTensorType data = getData().getType(), upd = getUpdates().getType();
+  if (failed(checkElementsIndices(getLoc(), data, getIndices().getType(), getAxis())))
+    return failure();
+  if (upd.getShape() != getIndices().getType().getShape() ||
+      upd.getElementType() != data.getElementType() || getType() != data)
+    return emitOpError("updates must be shaped like the indices and typed like the data");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, getReduction()))
+    return emitOpError("unknown reduction '") << getReduction() << "'";
+  return success();
+}
+
+int ScatterElementsOp::reductionCode() {
+  return llvm::StringSwitch<int>(getReduction())
+      .Case("add", 1)
+      .Case("mul", 2)
+      .Case("max", 3)
+      .Case("min", 4)
+      .Default(0);
+}
+
+LogicalResult ScatterElementsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                               SmallVectorImpl<Value> &grads) {
+  grads.assign(3, Value());
+  if (!dys[0] || !isFloat(getData()))
+    return success();
+  if (getReduction() != "none" && getReduction() != "add")
+    return emitOpError("has no gradient rule for reduction '") << getReduction() << "'";
+  Location loc = getLoc();
+  // add: data passes dy through; none: the overwritten positions get nothing.
+  grads[0] = getReduction() == "add"
+                 ? dys[0]
+                 : Value(ScatterElementsOp::create(b, loc, getType(), dys[0], getIndices(),
+                                                   splatLike(b, loc, getUpdates(), 0.0),
+                                                   getAxis(), "none"));
+  grads[2] = GatherElementsOp::create(b, loc, getUpdates().getType(), dys[0], getIndices(),
+                                      getAxis());
   return success();
 }
 

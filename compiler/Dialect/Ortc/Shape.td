@@ -96,5 +96,97 @@ class Ortc_ReduceOp<string mnemonic> : Ortc_ShapeOp<mnemonic, [InferTypeOpAdapto
 def Ortc_ReduceSumOp : Ortc_ReduceOp<"reduce_sum">;
 def Ortc_ReduceMeanOp : Ortc_ReduceOp<"reduce_mean">;
 def Ortc_ReduceMaxOp : Ortc_ReduceOp<"reduce_max">;
+def Ortc_ReduceProdOp : Ortc_ReduceOp<"reduce_prod">;
+
+def Ortc_ReduceProdGradOp : Ortc_Op<"reduce_prod_grad", [Pure]> {
+  let summary = "dx[r, j] = dy[r] * product of x[r, k] over k != j (rows of the last dim)";
+  let description = [{
+    The gradient of a product over the last dim of `x` ([..., n]; `dy` has x's shape
+    without it), as the product of the *other* elements (prefix times suffix
+    products), so it is right where elements are zero, unlike prod / x.
+    reduce_prod's rule moves any reduced axes last before using it.
+  }];
+  let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$dy);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+class Ortc_ArgReduceOp<string mnemonic> : Ortc_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the extreme element along `axis` (ONNX ArgMax / ArgMin)";
+  let description = [{
+    int64 indices; ties go to the first index, or the last with `select_last_index`;
+    a NaN counts as the extreme (numpy's rule). Integer results: no gradient.
+  }];
+  let arguments = (ins Ortc_Tensor:$x, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                       DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs RankedTensorOf<[I64]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Ortc_ArgMaxOp : Ortc_ArgReduceOp<"argmax">;
+def Ortc_ArgMinOp : Ortc_ArgReduceOp<"argmin">;
+
+def Ortc_TopKOp : Ortc_ShapeOp<"topk", [InferTypeOpAdaptor]> {
+  let summary = "The k largest (or smallest) elements along `axis` and their int64 indices";
+  let description = [{
+    Always sorted (largest first, or smallest first), equal values in increasing
+    index order, as ONNX TopK asks. The gradient scatters d(values) to the
+    selected positions (a scatter_elements add into zeros); indices carry none.
+  }];
+  let arguments = (ins Ortc_Tensor:$x, I64Attr:$k, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs Ortc_Tensor:$values, RankedTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($values) `,` type($indices)";
+}
+
+def Ortc_CumSumOp : Ortc_ShapeOp<"cumsum", [SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along `axis` (ONNX CumSum: exclusive, reverse)";
+  let description = [{
+    Floats accumulate in double. The gradient is the cumulative sum of dy in the
+    other direction with the same `exclusive`.
+  }];
+  let arguments = (ins Ortc_Tensor:$x, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                       DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ortc_GatherElementsOp : Ortc_ShapeOp<"gather_elements", [InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherElements with run-time indices (negative ones wrap once)";
+  let description = [{
+    result[c] = data[c with c[axis] replaced by indices[c]]; the result has the
+    indices' shape. An index outside [-dim, dim) makes the whole result NaN on the
+    compiled targets (an error in the evaluator). The gradient is a
+    scatter_elements add of dy into zeros.
+  }];
+  let arguments = (ins Ortc_Tensor:$data, RankedTensorOf<[I64]>:$indices, I64Attr:$axis);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, $result)";
+}
+
+def Ortc_ScatterElementsOp : Ortc_ShapeOp<"scatter_elements"> {
+  let summary = "ONNX ScatterElements: data with updates written (or combined) at indices";
+  let description = [{
+    result = data, then for every element c of `updates`:
+    result[c with c[axis] = indices[c]] = updates[c] (reduction "none"), or is
+    combined with it by "add", "mul", "max" or "min". Updates apply in row-major
+    order, so repeated indices give the same result on every target and thread
+    count. Gradients exist for "none" and "add".
+  }];
+  let arguments = (ins Ortc_Tensor:$data, RankedTensorOf<[I64]>:$indices,
+                       Ortc_Tensor:$updates, I64Attr:$axis,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kernel libraries' `reduction` argument: none 0, add 1, mul 2, max 3, min 4.
+    int reductionCode();
+  }];
+}
 
 #endif // ORTC_SHAPE_TD

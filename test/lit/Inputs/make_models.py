@@ -120,6 +120,47 @@ def elementwise():
     return model(nodes, inputs, outputs, opset=13)
 
 
+@register("index-ops.onnxtxt")
+def index_ops():
+    """Run-time index ops; a loss through each (integer results summed as integers, so
+    the GPU build also compiles the integer reductions, then cast, which keeps their
+    kernels in the step without a gradient)."""
+    nodes = [
+        node("ArgMax", ["x"], ["am"], "argmax_node", axis=1, keepdims=0),
+        node("ArgMin", ["x"], ["amn"], "argmin_node", axis=0, select_last_index=1),
+        node("Mul", ["x", "W"], ["xw"], "scale_node"),
+        node("TopK", ["xw", "K"], ["tv", "ti"], "topk_node", axis=-1),
+        node("ReduceProd", ["xw"], ["rp"], "prod_node", axes=[1]),
+        node("GatherElements", ["xw", "ix"], ["ge"], "gather_elements_node", axis=1),
+        node("ScatterElements", ["xw", "ix", "ge"], ["se"], "scatter_node", axis=1,
+             reduction="add"),
+        node("CumSum", ["xw", "cs_axis"], ["cs"], "cumsum_node", exclusive=1, reverse=1),
+        node("Mod", ["a", "b"], ["md"], "mod_node"),
+        node("Mod", ["a", "b"], ["mdf"], "fmod_node", fmod=1),
+    ]
+    terms = []
+    for k, src in enumerate(["tv", "rp", "ge", "se", "cs"]):
+        nodes.append(node("ReduceSum", [src], ["l%d" % k], "l%d" % k, keepdims=0))
+        terms.append("l%d" % k)
+    for k, src in enumerate(["am", "amn", "ti", "md", "mdf"]):
+        nodes.append(node("ReduceSum", [src], ["i%d" % k], "sum%d" % k, keepdims=0))
+        nodes.append(node("Cast", ["i%d" % k], ["s%d" % k], "cast%d" % k, to=F))
+        terms.append("s%d" % k)
+    nodes.append(node("Sum", terms, ["loss"], "loss_node"))
+    inits = [i64("K", [2]), i64("cs_axis", 1),
+             nh.from_array(np.linspace(0.5, 1.5, 10, dtype=np.float32).reshape(2, 5), "W")]
+    inputs = [vi("x", F, [2, 5]), vi("ix", I64, [2, 3]), vi("a", I32, [4]), vi("b", I32, [4])]
+    outputs = [out("loss"), out("am", I64), out("amn", I64), out("ti", I64), out("md", I32),
+               out("mdf", I32)]
+    return model(nodes, inputs, outputs, inits)
+
+
+@register("bad-topk-runtime-k.onnxtxt")
+def bad_topk_runtime_k():
+    nodes = [node("TopK", ["x", "k"], ["v", "i"], "topk_runtime_k")]
+    return model(nodes, [vi("x", F, [2, 5]), vi("k", I64, [1])], [out("v")])
+
+
 @register("gelu-opset20.onnxtxt")
 def gelu():
     nodes = [node("Gelu", ["x"], ["g"], "gelu_exact"),

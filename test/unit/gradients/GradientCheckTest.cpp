@@ -318,6 +318,45 @@ std::vector<Case> cases() {
                  "  %c = ortc.cast %a : tensor<3xf64> -> tensor<3xf32>\n"
                  "  %y = ortc.cast %c : tensor<3xf32> -> tensor<3xf64>",
                  {3}});
+  // Products: linear in each element, so the difference quotient is exact; zeros
+  // (parameters drawn from [0, 0]) need the product of the others, not prod / x.
+  out.push_back({"reduce_prod_keep", {{"a", {2, 3, 4}, 0.5, 1.5}},
+                 "  %y = ortc.reduce_prod %a {axes = array<i64: 0, 2>} : tensor<2x3x4xf64> -> tensor<1x3x1xf64>",
+                 {1, 3, 1}});
+  out.push_back({"reduce_prod_drop", {{"a", {3, 5}, 0.5, 1.5}},
+                 "  %y = ortc.reduce_prod %a {axes = array<i64: 1>, keepdims = false} : tensor<3x5xf64> -> tensor<3xf64>",
+                 {3}});
+  out.push_back({"reduce_prod_one_zero", {{"a", {2, 3}, 0.5, 1.5}, {"z", {2, 1}, 0, 0}},
+                 "  %x = ortc.concat %z, %a {axis = 1 : i64} : (tensor<2x1xf64>, tensor<2x3xf64>) -> tensor<2x4xf64>\n"
+                 "  %y = ortc.reduce_prod %x {axes = array<i64: 1>, keepdims = false} : tensor<2x4xf64> -> tensor<2xf64>",
+                 {2}});
+  out.push_back({"reduce_prod_two_zeros", {{"a", {3}, 0.5, 1.5}, {"z", {2}, 0, 0}},
+                 "  %x = ortc.concat %a, %z {axis = 0 : i64} : (tensor<3xf64>, tensor<2xf64>) -> tensor<5xf64>\n"
+                 "  %y = ortc.reduce_prod %x {axes = array<i64: 0>} : tensor<5xf64> -> tensor<1xf64>",
+                 {1}});
+  out.push_back({"topk_largest", {{"a", {3, 5}}},
+                 "  %y, %i = ortc.topk %a {k = 2 : i64, axis = 1 : i64} : tensor<3x5xf64> -> tensor<3x2xf64>, tensor<3x2xi64>",
+                 {3, 2}});
+  out.push_back({"topk_smallest_axis0", {{"a", {4, 3}}},
+                 "  %y, %i = ortc.topk %a {k = 3 : i64, axis = 0 : i64, largest = false} : tensor<4x3xf64> -> tensor<3x3xf64>, tensor<3x3xi64>",
+                 {3, 3}});
+  out.push_back({"cumsum", {{"a", {3, 4}}},
+                 "  %y = ortc.cumsum %a {axis = 1 : i64} : tensor<3x4xf64>", {3, 4}});
+  out.push_back({"cumsum_exclusive_reverse", {{"a", {4, 2, 3}}},
+                 "  %y = ortc.cumsum %a {axis = 0 : i64, exclusive = true, reverse = true} : tensor<4x2x3xf64>",
+                 {4, 2, 3}});
+  out.push_back({"gather_elements_repeated", {{"a", {2, 4}}},
+                 "  %i = ortc.constant dense<[[0, 2, -1], [1, 1, 0]]> : tensor<2x3xi64>\n"
+                 "  %y = ortc.gather_elements %a, %i {axis = 1 : i64} : (tensor<2x4xf64>, tensor<2x3xi64>) -> tensor<2x3xf64>",
+                 {2, 3}});
+  out.push_back({"scatter_elements_none", {{"d", {3, 4}}, {"u", {2, 4}}},
+                 "  %i = ortc.constant dense<[[0, 1, 2, 0], [2, 2, 0, 1]]> : tensor<2x4xi64>\n"
+                 "  %y = ortc.scatter_elements %d, %i, %u {axis = 0 : i64} : (tensor<3x4xf64>, tensor<2x4xi64>, tensor<2x4xf64>) -> tensor<3x4xf64>",
+                 {3, 4}});
+  out.push_back({"scatter_elements_add_repeated", {{"d", {3, 4}}, {"u", {2, 3}}},
+                 "  %i = ortc.constant dense<[[0, 1, 0], [2, 1, -3]]> : tensor<2x3xi64>\n"
+                 "  %y = ortc.scatter_elements %d, %i, %u {axis = 1 : i64, reduction = \"add\"} : (tensor<3x4xf64>, tensor<2x3xi64>, tensor<2x3xf64>) -> tensor<3x4xf64>",
+                 {3, 4}});
   // A value used twice (residual) must get the sum of both gradients.
   out.push_back({"residual_reuse", {{"a", {3, 3}}, {"w", {3, 3}}},
                  "  %m = ortc.matmul %a, %w : tensor<3x3xf64>, tensor<3x3xf64> -> tensor<3x3xf64>\n"

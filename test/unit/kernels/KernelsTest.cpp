@@ -574,6 +574,127 @@ TEST(Gather, GradFiniteDifferencesAndRepeatedIndices) {
   }
 }
 
+TEST(IndexOps, GatherAndScatterElementsAgainstLoops) {
+  // data [3, 4], indices/updates [2, 3] along axis 1, repeated and negative indices.
+  Dims dd = {3, 4}, id = {2, 3};
+  Vec data = randVec(12), upd = randVec(6);
+  std::vector<int64_t> idx = {0, 3, 0, -1, 1, 3};
+  Vec g(6);
+  ASSERT_TRUE(gatherElements(data.data(), dd.data(), idx.data(), id.data(), 2, 1, g.data()));
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      int64_t k = idx[r * 3 + c] < 0 ? idx[r * 3 + c] + 4 : idx[r * 3 + c];
+      EXPECT_EQ(g[r * 3 + c], data[r * 4 + k]);
+    }
+  for (int red = 0; red < 5; ++red) {
+    Vec out(12), want = data;
+    ASSERT_TRUE(scatterElements(data.data(), dd.data(), idx.data(), upd.data(), id.data(), 2, 1,
+                                red, out.data()));
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) {
+        int64_t k = idx[r * 3 + c] < 0 ? idx[r * 3 + c] + 4 : idx[r * 3 + c];
+        double &d = want[r * 4 + k], u = upd[r * 3 + c];
+        d = red == 1   ? d + u
+            : red == 2 ? d * u
+            : red == 3 ? std::max(d, u)
+            : red == 4 ? std::min(d, u)
+                       : u;
+      }
+    EXPECT_TRUE(allClose(out, want, 0)) << "reduction " << red;
+  }
+  idx[4] = 4;
+  EXPECT_FALSE(gatherElements(data.data(), dd.data(), idx.data(), id.data(), 2, 1, g.data()));
+  Vec out(12);
+  EXPECT_FALSE(scatterElements(data.data(), dd.data(), idx.data(), upd.data(), id.data(), 2, 1, 0,
+                               out.data()));
+}
+
+TEST(IndexOps, ScatterAddRepeatedIndicesThreadIndependent) {
+  Dims dd = {64, 300}, id = {2000, 300};
+  std::vector<int64_t> idx(2000 * 300);
+  for (auto &k : idx)
+    k = randInt(0, 63);
+  Vec data = randVec(64 * 300), upd = randVec(idx.size()), a(data.size()), b(data.size());
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  ASSERT_TRUE(scatterElements(data.data(), dd.data(), idx.data(), upd.data(), id.data(), 2, 0, 1,
+                              a.data()));
+#ifdef _OPENMP
+  omp_set_num_threads(3);
+#endif
+  ASSERT_TRUE(scatterElements(data.data(), dd.data(), idx.data(), upd.data(), id.data(), 2, 0, 1,
+                              b.data()));
+  EXPECT_TRUE(allClose(a, b, 0));
+}
+
+TEST(IndexOps, ArgReduceTiesAndNaN) {
+  // [outer 1, A 5, inner 2]: column 0 ties at 3 (indices 1 and 3), column 1 a NaN.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Vec x = {1, 0, 3, 2, 0, nan, 3, 5, -1, 1};
+  int64_t out[2];
+  argReduce(x.data(), 1, 5, 2, false, false, out);
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], 2);
+  argReduce(x.data(), 1, 5, 2, false, true, out);
+  EXPECT_EQ(out[0], 3);
+  argReduce(x.data(), 1, 5, 2, true, true, out);
+  EXPECT_EQ(out[0], 4);
+  EXPECT_EQ(out[1], 2);
+}
+
+TEST(IndexOps, TopKSortedWithTiesByIndex) {
+  Vec x = {1, 4, 2, 4, 0, 2};
+  Vec v(3);
+  int64_t i[3];
+  topK(x.data(), 1, 6, 1, 3, true, v.data(), i);
+  EXPECT_EQ(v, (Vec{4, 4, 2}));
+  EXPECT_EQ(i[0], 1);
+  EXPECT_EQ(i[1], 3);
+  EXPECT_EQ(i[2], 2);
+  topK(x.data(), 1, 6, 1, 3, false, v.data(), i);
+  EXPECT_EQ(v, (Vec{0, 1, 2}));
+  EXPECT_EQ(i[0], 4);
+  EXPECT_EQ(i[2], 2);
+}
+
+TEST(IndexOps, CumSumForms) {
+  Vec x = {1, 2, 3, 4}, y(4);
+  cumsum(x.data(), 1, 4, 1, false, false, y.data());
+  EXPECT_EQ(y, (Vec{1, 3, 6, 10}));
+  cumsum(x.data(), 1, 4, 1, true, false, y.data());
+  EXPECT_EQ(y, (Vec{0, 1, 3, 6}));
+  cumsum(x.data(), 1, 4, 1, false, true, y.data());
+  EXPECT_EQ(y, (Vec{10, 9, 7, 4}));
+  cumsum(x.data(), 1, 4, 1, true, true, y.data());
+  EXPECT_EQ(y, (Vec{9, 7, 4, 0}));
+  // Axis 0 of [2, 2]: lines are columns.
+  cumsum(x.data(), 1, 2, 2, false, false, y.data());
+  EXPECT_EQ(y, (Vec{1, 2, 4, 6}));
+}
+
+TEST(IndexOps, ReduceProdAndItsGradWithZeros) {
+  Vec x = {2, 3, 4, 0, 5, 6, 0, 7, 0};
+  Dims dims = {3, 3};
+  int64_t axes[] = {1};
+  Vec p(3);
+  reduce(x.data(), dims.data(), 2, axes, 1, p.data(), ReduceKind::Prod);
+  EXPECT_EQ(p, (Vec{24, 0, 0}));
+  Vec dy = {1, 2, 3}, dx(9);
+  reduceProdGrad(x.data(), dy.data(), dx.data(), 3, 3);
+  EXPECT_EQ(dx, (Vec{12, 8, 6, 60, 0, 0, 0, 0, 0}));
+}
+
+TEST(IndexOps, IntegerModSigns) {
+  EXPECT_EQ(imod<int64_t>(-7, 3, false), 2);
+  EXPECT_EQ(imod<int64_t>(7, -3, false), -2);
+  EXPECT_EQ(imod<int64_t>(-7, 3, true), -1);
+  EXPECT_EQ(imod<int64_t>(7, -3, true), 1);
+  EXPECT_EQ(imod<int32_t>(6, 3, false), 0);
+  EXPECT_EQ(imod<int64_t>(5, 0, false), 0);
+  EXPECT_EQ(imod<int64_t>(std::numeric_limits<int64_t>::min(), -1, false), 0);
+}
+
 TEST(Gather, GradLargeEmbeddingIsThreadIndependent) {
   Dims dims = {50, 700};
   std::vector<int64_t> idx(300);
