@@ -521,7 +521,30 @@ def bench_ops(args, workdir):
         for k, op in enumerate(ops):
             op.setdefault('torch', {})[t] = got if isinstance(got, str) else dict(ms=got['ms'][k], threads=t)
         ops[0].setdefault('matmul', {})[t] = got if isinstance(got, str) else dict(ms=got['matmul_ms'], threads=t)
+    exe = cell(ops[0], 'kernel_build', lambda: build_gemm_kernel(workdir))
+    for t in args.threads:
+        ops[0].setdefault('kernel', {})[t] = exe if isinstance(exe, str) else cell(
+            {}, 'run', lambda: run_gemm_kernel(args, exe, t))
     return ops
+
+
+def build_gemm_kernel(workdir):
+    """bench/gemm_kernel.cpp against the kernel library, with the flags of an artifact's
+    kernels.so (codegen/Artifact.cpp, cpuKernelBuild, default --cpu level)."""
+    exe = os.path.join(workdir, 'gemm_kernel')
+    subprocess.run(['c++', '-std=c++17', '-O2', '-march=x86-64-v3', '-fno-math-errno', '-fno-trapping-math',
+                    '-fopenmp', '-DORTC_KERN_DNNL', '-I', os.path.join(REPO, 'codegen', 'cpu', 'kernels'),
+                    os.path.join(REPO, 'bench', 'gemm_kernel.cpp'), '-o', exe, '-ldnnl', '-lmvec'],
+                   check=True, capture_output=True, text=True)
+    return exe
+
+
+def run_gemm_kernel(args, exe, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    p = subprocess.run([exe, str(GEMM_N), str(args.warmup), str(max(args.steps, 5))], env=env,
+                       capture_output=True, text=True, check=True, timeout=args.timeout)
+    got = json.loads(p.stdout)
+    return dict(ms=min(got.values()), by_form=got, threads=threads)
 
 
 def onnx_node(*a, **kw):
@@ -715,8 +738,14 @@ def gemm_line(args, ops, peak, per_cycle, ghz, how):
     parts = []
     for t in args.threads:
         gf = lambda r, flops: '%.1f' % (flops / r['ms'] / 1e6) if isinstance(r, dict) else fmt_ms(r)
-        parts.append('%dT: ortc %s, torch %s (torch.matmul alone %s) of a peak %.0f GFLOP/s' % (
-            t, gf(g['ortc'][t], g['flops']), gf(g['torch'][t], g['flops']), gf(g['matmul'][t], g['flops'] / 3), peak[t]))
+        k = g.get('kernel', {}).get(t)
+        kernel = ('; ortc\'s GEMM kernel alone %s (%s)' % (
+            gf(k, g['flops'] / 3), ', '.join('%s %s' % (form, gf(dict(ms=ms), g['flops'] / 3))
+                                            for form, ms in sorted(k['by_form'].items())))
+                  if isinstance(k, dict) else '; ortc\'s GEMM kernel alone: %s' % k if k else '')
+        parts.append('%dT: ortc %s, torch %s (torch.matmul alone %s%s) of a peak %.0f GFLOP/s' % (
+            t, gf(g['ortc'][t], g['flops']), gf(g['torch'][t], g['flops']), gf(g['matmul'][t], g['flops'] / 3),
+            kernel, peak[t]))
     return ('GEMM %d^3 measured as a train step of y = a @ b with a and b trained (3 GEMMs: y, dA = dY b^T, '
             'dB = a^T dY; the step also holds ReduceSum, the ones dY and two SGD updates, counted as GEMM time): '
             '%s. FP32 FMA peak = cores x %.2f GHz (%s) x %d flop/cycle (%s; two FMA units per core assumed).'
