@@ -523,7 +523,7 @@ def bench_ops(args, workdir):
         ops[0].setdefault('matmul', {})[t] = got if isinstance(got, str) else dict(ms=got['matmul_ms'], threads=t)
     exe = cell(ops[0], 'kernel_build', lambda: build_gemm_kernel(workdir))
     for t in args.threads:
-        ops[0].setdefault('kernel', {})[t] = exe if isinstance(exe, str) else cell(
+        ops[0].setdefault('kernel', {})[t] = exe if exe.startswith('error: ') else cell(
             {}, 'run', lambda: run_gemm_kernel(args, exe, t))
     return ops
 
