@@ -10,7 +10,8 @@
 # tensors skipped); constants ortc saved must be unchanged, and ortc must train nothing that is
 # neither a torch parameter nor a BatchNorm statistic.
 #
-# Expected failures are listed in xfail.txt (`<model>.<exporter>[/<opt>] <reason>`), strictly: a
+# Expected failures are listed in xfail.txt (`<model>.<exporter>[/<opt>] <reason>`), strictly
+# unless the reason starts "unstable:" (measured float32 chaos, may pass or fail): a
 # listed case that passes fails the test. Options (before unittest's own):
 #   --table FILE        write a markdown table model x exporter (✓ / ✗ and why) to FILE
 #   --update-xfail      rewrite xfail.txt from this run's failures
@@ -219,6 +220,8 @@ class Zoo(unittest.TestCase):
             "loss %.1e (f32 %.1e), update %.1e (f32 %.1e)" % (w["loss"], w["loss32"], w["update"], w["update32"])
             if w else r["error"])))
         if xf is not None:
+            if r["stage"] == "ok" and xf.startswith("unstable:"):
+                return  # measured chaos: a pass is as expected as a failure
             if r["stage"] == "ok":
                 self.fail("%s passes but is listed in xfail.txt (%s): remove it" % (case, xf))
             raise unittest.SkipTest("xfail: %s" % r["error"])
@@ -236,12 +239,17 @@ def table_lines(manifest, results, short=False):
     """Markdown table model x exporter: ✓, or ✗ with the stage and first error (short:
     trimmed for the top-level README)."""
     by = {}
+    unstable = {k.split("/")[0] for k, v in load_xfail().items() if v.startswith("unstable:")}
     for e in manifest["files"]:
         rs = [results.get("%s/%s" % (e["file"], o)) for o in OPTS]
         if any(r is None for r in rs):
             continue
         bad = [(o, r) for o, r in zip(OPTS, rs) if r["stage"] != "ok"]
-        if not bad:
+        if e["file"] in unstable and short:
+            # The same text whichever way the coin falls, so the README check holds on any CPU.
+            by[(e["model"], e["exporter"])] = ("≈ float32 chaos: the oracle cannot judge it "
+                                               "(PyTorch float32 is as unstable; test/zoo/xfail.txt)")
+        elif not bad:
             by[(e["model"], e["exporter"])] = "✓"
         else:
             stages = {r["stage"] for _, r in bad}
@@ -302,13 +310,19 @@ def readme_drift(manifest, results, write=False):
 
 
 def write_xfail(manifest, results):
-    """Rewrites xfail.txt from this run; entries of files this run did not cover stay."""
+    """Rewrites xfail.txt from this run; entries of files this run did not cover, and
+    "unstable:" entries (a person's measured judgement), stay."""
     ran = {e["file"] for e in manifest["files"]}
     lines = ["# Zoo cases expected to fail (test_zoo.py, strict: a listed case that passes fails).",
-             "# <model>.<exporter>[/<opt>] <reason: the stage and ortc's first error>"]
-    kept = {k: v for k, v in load_xfail().items() if k.split("/")[0] not in ran}
+             "# <model>.<exporter>[/<opt>] <reason: the stage and ortc's first error>",
+             '# A reason starting "unstable:" is not strict: the case may pass or fail (reported either way).']
+    old = load_xfail()
+    kept = {k: v for k, v in old.items() if k.split("/")[0] not in ran or v.startswith("unstable:")}
+    unstable = {k.split("/")[0] for k, v in old.items() if v.startswith("unstable:")}
     lines += ["%s %s" % kv for kv in sorted(kept.items())]
     for e in manifest["files"]:
+        if e["file"] in unstable:
+            continue
         rs = {o: results["%s/%s" % (e["file"], o)] for o in OPTS}
         bad = {o: r for o, r in rs.items() if r["stage"] != "ok"}
         if len(bad) == len(OPTS) and len({r["error"] for r in bad.values()}) == 1:
