@@ -107,3 +107,23 @@ def check_oracle(losses, losses64, losses32, updates, updates64, updates32, what
             failures.append("%s: update of '%s' is %.2e from float64 (PyTorch float32: %.2e)"
                             % (what, name, e, e32))
     return failures, worst
+
+
+def torch_sgd_run(model, x, labels, dtype, steps, lr):
+    """Per-step losses and final parameters (float64 numpy) of `steps` plain SGD steps of a
+    copy of `model` in `dtype`, cross-entropy on its logits: a model's float64 oracle run and
+    PyTorch's float32 run."""
+    import copy
+    import torch
+    import torch.nn.functional as F
+    model = copy.deepcopy(model).to(dtype).train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(labels)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xt), yt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}

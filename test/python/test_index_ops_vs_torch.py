@@ -5,7 +5,6 @@
 # SGD steps on the CPU target and judged against PyTorch's float64 run with its float32 run
 # as the yardstick (ortc_testlib.check_oracle): every step's loss and every parameter's
 # update, so each op's gradient rule and CPU kernel are checked in a real training step.
-import copy
 import json
 import os
 import unittest
@@ -13,10 +12,9 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ortc_testlib import ORTC, TempDir, check_oracle, run
+from ortc_testlib import ORTC, TempDir, check_oracle, run, torch_sgd_run
 
 STEPS, LR = 4, 0.1
 BATCH, INPUT, HIDDEN, CLASSES, K = 5, 6, 8, 3, 3
@@ -40,21 +38,6 @@ class IndexNet(nn.Module):
         return self.fc2(torch.cat([top, g, s, p], dim=1))
 
 
-def torch_run(model, x, labels, dtype):
-    """Per-step losses and final parameters of STEPS plain SGD steps in `dtype`."""
-    model = copy.deepcopy(model).to(dtype).train()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(labels)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xt), yt)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
-
-
 class IndexOpsVsTorch(unittest.TestCase):
     def test_train(self):
         torch.manual_seed(0)
@@ -63,8 +46,8 @@ class IndexOpsVsTorch(unittest.TestCase):
         x = rng.randn(BATCH, INPUT).astype(np.float32)
         labels = rng.randint(0, CLASSES, size=BATCH).astype(np.int64)
         init = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
-        losses64, final64 = torch_run(model, x, labels, torch.float64)
-        losses32, final32 = torch_run(model, x, labels, torch.float32)
+        losses64, final64 = torch_sgd_run(model, x, labels, torch.float64, STEPS, LR)
+        losses32, final32 = torch_sgd_run(model, x, labels, torch.float32, STEPS, LR)
         with TempDir() as d:
             onnx_path = os.path.join(d, "model.onnx")
             with warnings.catch_warnings():

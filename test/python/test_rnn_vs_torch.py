@@ -7,7 +7,6 @@
 # inside the graph), so ortc's saved parameters compare with PyTorch's by name. GRU exports
 # with linear_before_reset=1 and bidirectional models with direction="bidirectional", so
 # this covers both, the reverse direction and the gradients through every gate.
-import copy
 import json
 import os
 import unittest
@@ -15,10 +14,9 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ortc_testlib import ORTC, TempDir, check_oracle, run
+from ortc_testlib import ORTC, TempDir, check_oracle, run, torch_sgd_run
 
 STEPS, LR = 3, 0.1
 BATCH, SEQ, INPUT, HIDDEN, CLASSES = 3, 5, 4, 8, 3
@@ -35,21 +33,6 @@ class Classifier(nn.Module):
         return self.fc(y[:, -1, :])
 
 
-def torch_run(model, x, labels, dtype):
-    """Per-step losses and final parameters of STEPS plain SGD steps in `dtype`."""
-    model = copy.deepcopy(model).to(dtype).train()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(labels)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xt), yt)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
-
-
 class RnnVsTorch(unittest.TestCase):
     def check(self, cell, bidirectional):
         torch.manual_seed(0)
@@ -58,8 +41,8 @@ class RnnVsTorch(unittest.TestCase):
         x = rng.randn(BATCH, SEQ, INPUT).astype(np.float32)
         labels = rng.randint(0, CLASSES, size=BATCH).astype(np.int64)
         init = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
-        losses64, final64 = torch_run(model, x, labels, torch.float64)
-        losses32, final32 = torch_run(model, x, labels, torch.float32)
+        losses64, final64 = torch_sgd_run(model, x, labels, torch.float64, STEPS, LR)
+        losses32, final32 = torch_sgd_run(model, x, labels, torch.float32, STEPS, LR)
         what = "%s%s" % (cell.__name__, "/bidirectional" if bidirectional else "")
         with TempDir() as d:
             onnx_path = os.path.join(d, "model.onnx")

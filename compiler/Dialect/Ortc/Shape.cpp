@@ -434,15 +434,20 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   return success();
 }
 
+/// The gradient of an op that picks elements of `like` along `axis` at `indices`
+/// (TopK's values, GatherElements): `dy` scatter-added into zeros of like's type.
+static Value scatterAddIntoZeros(OpBuilder &b, Location loc, Value like, Value indices,
+                                 Value dy, int64_t axis) {
+  return ScatterElementsOp::create(b, loc, like.getType(), splatLike(b, loc, like, 0.0),
+                                   indices, dy, axis, "add");
+}
+
 LogicalResult TopKOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (!dys[0] || !isFloat(getX()))
     return success();
-  Location loc = getLoc();
-  grads[0] = ScatterElementsOp::create(b, loc, getX().getType(),
-                                       splatLike(b, loc, getX(), 0.0), getIndices(),
-                                       dys[0], getAxis(), "add");
+  grads[0] = scatterAddIntoZeros(b, getLoc(), getX(), getIndices(), dys[0], getAxis());
   return success();
 }
 
@@ -495,10 +500,7 @@ LogicalResult GatherElementsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   grads.assign(2, Value());
   if (!dys[0] || !isFloat(getData()))
     return success();
-  Location loc = getLoc();
-  grads[0] = ScatterElementsOp::create(b, loc, getData().getType(),
-                                       splatLike(b, loc, getData(), 0.0), getIndices(),
-                                       dys[0], getAxis(), "add");
+  grads[0] = scatterAddIntoZeros(b, getLoc(), getData(), getIndices(), dys[0], getAxis());
   return success();
 }
 
