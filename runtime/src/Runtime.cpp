@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +52,10 @@ struct ArtifactData {
   void *handle = nullptr;
   std::map<std::string, std::vector<void *>> kernels; ///< KernelFn or GpuKernelFn
   bool gpu = false;
+  /// CPU artifacts: the pool size, applied by every run on the calling thread (OpenMP's
+  /// thread count is a per-thread setting; a step may run on another thread than the load).
+  std::atomic<int> threads{0};
+  void (*setOmpThreads)(int) = nullptr; ///< omp_set_num_threads of the kernels' libgomp
   ortc::GpuApi api;        ///< GPU artifacts: the device API of kernels.so
   std::string device = "cpu"; ///< the GPU's arch, for GPU artifacts
 };
@@ -188,6 +193,8 @@ struct Loader {
   /// OMP_NUM_THREADS (OpenMP reads it itself), else one thread per physical core
   /// (OpenMP's default of one per logical CPU puts two busy threads on a core).
   ortc_status setDefaultThreads() {
+    // dlsym on the handle also searches the kernels' dependencies (libgomp).
+    a.setOmpThreads = reinterpret_cast<void (*)(int)>(dlsym(a.handle, "omp_set_num_threads"));
     int n = 0;
     if (const char *env = std::getenv("ORTC_THREADS"); env && *env) {
       char *end = nullptr;
@@ -202,8 +209,7 @@ struct Loader {
     } else {
       n = ortc::hostPhysicalCores();
     }
-    if (auto *omp = reinterpret_cast<void (*)(int)>(dlsym(a.handle, "omp_set_num_threads")))
-      omp(n);
+    a.threads = n;
     return ORTC_OK;
   }
 
@@ -480,11 +486,9 @@ ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {
     return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_set_threads: null artifact");
   if (n <= 0)
     return ORTC_OK;
-  // One pool: the kernels' OpenMP, which oneDNN's GEMM and convolution share.
-  // dlsym on the handle also searches the kernels' dependencies (libgomp).
-  if (auto *omp =
-          reinterpret_cast<void (*)(int)>(dlsym(artifact->data->handle, "omp_set_num_threads")))
-    omp(n);
+  // One pool: the kernels' OpenMP, which oneDNN's GEMM and convolution share; every
+  // run sets its size on the thread that runs it.
+  artifact->data->threads = n;
   return ORTC_OK;
 }
 
@@ -675,6 +679,8 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
   const std::vector<void *> &kernels = s->art->kernels.at(function);
   if (s->art->gpu)
     return guarded([&] { return s->runGpu(function, kernels); });
+  if (int n = s->art->threads; n > 0 && s->art->setOmpThreads)
+    s->art->setOmpThreads(n);
   for (size_t k = 0; k < kernels.size(); ++k) {
     try {
       reinterpret_cast<KernelFn>(kernels[k])(s->bufs.data(), s->arena.get());

@@ -71,9 +71,9 @@ ortc_status ortc_artifact_load(const char *dir, ortc_artifact **out);
 /// Releases the caller's reference; sessions keep the artifact alive. NULL is a no-op.
 void ortc_artifact_free(ortc_artifact *artifact);
 /// Sets the size of the kernels' thread pool (OpenMP's, which the generated loops and
-/// oneDNN's GEMM and convolution share; nothing else spawns threads). n <= 0 keeps
-/// the size chosen at load: ORTC_THREADS, else OMP_NUM_THREADS, else one thread per
-/// physical core.
+/// oneDNN's GEMM and convolution share; nothing else spawns threads), for every later
+/// ortc_run on whichever thread calls it. n <= 0 keeps the size chosen at load:
+/// ORTC_THREADS, else OMP_NUM_THREADS, else one thread per physical core.
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n);
 
 /// "cpu", or the arch of the GPU a cuda/rocm artifact runs on ("sm_90", "gfx90a").
