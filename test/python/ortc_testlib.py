@@ -127,3 +127,44 @@ def torch_sgd_run(model, x, labels, dtype, steps, lr):
         opt.step()
         losses.append(loss.item())
     return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
+
+
+def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=()):
+    """Trains `model` (cross-entropy on its logits, plain SGD) in PyTorch float64 and float32
+    and, exported by torch.onnx at opset 17 in training mode, with ortc on the CPU target;
+    asserts (on unittest case `test`) that the export holds `expect_ops`, that ortc trains
+    PyTorch's parameters and that it meets check_oracle on every loss and update."""
+    import json
+    import warnings
+    import torch
+    init = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
+    losses64, final64 = torch_sgd_run(model, x, labels, torch.float64, steps, lr)
+    losses32, final32 = torch_sgd_run(model, x, labels, torch.float32, steps, lr)
+    with TempDir() as d:
+        onnx_path = os.path.join(d, "model.onnx")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, torch.from_numpy(x), onnx_path, opset_version=17,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, input_names=["x"],
+                              output_names=["logits"])
+        ops = {n.op_type for n in onnx.load(onnx_path).graph.node}
+        for op in expect_ops:
+            test.assertIn(op, ops, "the export has no %s" % op)
+        art = os.path.join(d, "m.ortc")
+        run([ORTC, "build", onnx_path, "-o", art, "--optimizer", "sgd"])
+        np.savez(os.path.join(d, "feed.npz"), x=x, labels=labels)
+        log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+        run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(steps),
+             "--lr", str(lr), "--log-json", log, "--save-params", params])
+        with open(log) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        trained = dict(np.load(params))
+    test.assertEqual(sorted(trained), sorted(init), "ortc's parameters are not PyTorch's")
+    upd = {k: trained[k].astype(np.float64) - init[k] for k in init}
+    upd64 = {k: final64[k] - init[k] for k in init}
+    upd32 = {k: final32[k] - init[k] for k in init}
+    failures, worst = check_oracle(losses, losses64, losses32, upd, upd64, upd32, what)
+    print("%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
+          % (what, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
+    test.assertFalse(failures, "\n".join(failures))
