@@ -2130,19 +2130,31 @@ inline uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-/// Dropout keep decision for element i of the tensor identified by `key`
-/// under `seed`: u = (mix64(seed ^ mix64(key ^ mix64(i))) >> 11) * 2^-53
-/// is uniform in [0, 1); the element is kept iff u >= ratio. Pure function
-/// of its arguments, so masks do not depend on T or the thread count.
-inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
-  const uint64_t h = mix64(seed ^ mix64(key ^ mix64(i)));
-  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-  return u >= ratio;
+/// The 53 random bits of element i of the tensor identified by `key` under
+/// `seed`: mix64(seed ^ mix64(key ^ mix64(i))) >> 11. Pure function of its
+/// arguments, so draws do not depend on T or the thread count.
+inline uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
+  return mix64(seed ^ mix64(key ^ mix64(i))) >> 11;
 }
 
-/// The uniform draw u in [0, 1) behind dropoutKeep, exposed for RandomUniform.
+/// The uniform draw u = counterBits * 2^-53 in [0, 1) (dropout, RandomUniform).
 inline double counterUniform(uint64_t seed, uint64_t key, uint64_t i) {
-  return static_cast<double>(mix64(seed ^ mix64(key ^ mix64(i))) >> 11) * 0x1.0p-53;
+  return static_cast<double>(counterBits(seed, key, i)) * 0x1.0p-53;
+}
+
+/// Dropout keeps an element iff u >= ratio, i.e. (u = bits * 2^-53 and
+/// ratio * 2^53 are exact) iff bits >= ceil(ratio * 2^53): an integer test,
+/// which vectorises. A NaN ratio drops everything, as u >= NaN is false.
+inline uint64_t keepThreshold(double ratio) {
+  const double t = std::ceil(ratio * 0x1.0p53);
+  if (!(t < 0x1.0p53))
+    return uint64_t(1) << 53;
+  return t <= 0 ? 0 : static_cast<uint64_t>(t);
+}
+
+/// Dropout keep decision for element i (see keepThreshold).
+inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
+  return counterBits(seed, key, i) >= keepThreshold(ratio);
 }
 
 /// ONNX RandomUniform(Like): y[i] = low + (high - low) * counterUniform(seed,
@@ -2164,17 +2176,11 @@ template <typename T>
 void dropout(const T *x, T *y, int64_t n, double ratio, uint64_t seed,
              uint64_t key) {
   const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
-  // dropoutKeep's test u >= ratio as integers (u = h * 2^-53 exactly, and
-  // ratio * 2^53 is exact), which vectorises: keep iff h >= ceil(ratio 2^53).
-  const double t = std::ceil(ratio * 0x1.0p53);
-  const uint64_t threshold =
-      t <= 0 ? 0 : t >= 0x1.0p53 ? (uint64_t(1) << 53) : static_cast<uint64_t>(t);
-  const uint64_t sk = static_cast<uint64_t>(key);
+  const uint64_t threshold = keepThreshold(ratio);
   ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t h = mix64(seed ^ mix64(sk ^ mix64(static_cast<uint64_t>(i)))) >> 11;
-    y[i] = h >= threshold ? x[i] * scale : T(0);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = counterBits(seed, key, static_cast<uint64_t>(i)) >= threshold ? x[i] * scale
+                                                                         : T(0);
 }
 
 /// Gradient of dropout: dx[i] = keep(i) ? dy[i] / (1 - ratio) : 0 with the
@@ -2189,9 +2195,10 @@ void dropoutGrad(const T *dy, T *dx, int64_t n, double ratio, uint64_t seed,
 /// mask[i] = dropoutKeep(seed, key, i, ratio) ? 1 : 0.
 inline void dropoutMask(uint8_t *mask, int64_t n, double ratio, uint64_t seed,
                         uint64_t key) {
+  const uint64_t threshold = keepThreshold(ratio);
   ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i)
-    mask[i] = dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio) ? 1 : 0;
+    mask[i] = counterBits(seed, key, static_cast<uint64_t>(i)) >= threshold ? 1 : 0;
 }
 
 //===----------------------------------------------------------------------===//

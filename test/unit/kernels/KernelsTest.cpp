@@ -1542,7 +1542,7 @@ TEST(Dropout, MasksIdenticalForFloatDoubleAndThreads) {
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(yd[i] != 0.0, yf[i] != 0.0f) << i;
     ASSERT_EQ(yd[i], yd1[i]) << i;
-    ASSERT_EQ(yd[i] != 0.0, dropoutKeep(seed, key, i, ratio));
+    ASSERT_EQ(yd[i] != 0.0, counterUniform(seed, key, i) >= ratio); // the definition
     if (yd[i] != 0.0) {
       ++kept;
       ASSERT_DOUBLE_EQ(yd[i], 1.0 / 0.7);
@@ -1560,6 +1560,23 @@ TEST(Dropout, MasksIdenticalForFloatDoubleAndThreads) {
   for (int64_t i = 0; i < n; ++i)
     diff += (yk[i] != 0.0) != (yd[i] != 0.0);
   EXPECT_GT(diff, n / 10);
+}
+
+/// The integer keep test equals u >= ratio for bits around the threshold.
+TEST(Dropout, IntegerThresholdIsTheUniformTest) {
+  const double ratios[] = {0.0, 1e-17, 0x1.0p-53, 0.3, 0.5, 0.1 + 0x1.0p-40,
+                           1.0 - 0x1.0p-53, 1.0, 1.5, -0.1,
+                           std::numeric_limits<double>::quiet_NaN()};
+  const uint64_t top = uint64_t(1) << 53;
+  for (double r : ratios) {
+    const uint64_t t = keepThreshold(r);
+    for (int64_t d = -2; d <= 2; ++d) {
+      const int64_t b = int64_t(std::min(t, top - 1)) + d;
+      if (b < 0 || uint64_t(b) >= top)
+        continue;
+      EXPECT_EQ(uint64_t(b) >= t, double(b) * 0x1.0p-53 >= r) << "ratio " << r << " bits " << b;
+    }
+  }
 }
 
 TEST(Dropout, GradUsesSameMaskAndEdgeRatios) {
