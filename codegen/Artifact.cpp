@@ -1,15 +1,19 @@
 //===- Artifact.cpp - Persistent tensors and the model.ortc folder -------===//
 //
 // Algorithm of writeArtifact:
-//  1. make `<output>.tmp.<pid>/`; write the kernel source and the kernel library
-//     header it includes (so the folder is self-contained and rebuildable);
-//  2. compile the source with the target's KernelBuild (CPU: the system C++
-//     compiler at the --cpu instruction-set level, -march=native only when asked,
-//     linked to oneDNN; CUDA/HIP:
-//     nvcc/hipcc), reusing $ORTC_KERNEL_CACHE when set (keyed by the SHA-256 of
-//     source, kernel library and compiler flags);
-//  3. write params.bin (initial values of parameters, buffers and constants);
-//  4. write manifest.json with the SHA-256 of every file;
+//  1. make `<output>.tmp.<pid>/`; write the kernel source units and the headers
+//     they include, the kernel library and the kernel ABI (so the folder is
+//     self-contained and rebuildable);
+//  2. compile them with the target's KernelBuild through the kernel cache
+//     ($ORTC_KERNEL_CACHE): a whole cached artifact is copied; else each unit's
+//     cached object is reused and the rest compiled in parallel (CPU: the system
+//     C++ compiler at the --cpu instruction-set level, -march=native only when
+//     asked, linked to oneDNN; CUDA/HIP: nvcc/hipcc on the one unit), see
+//     compileUnits;
+//  3. stream params.bin (initial values of parameters, buffers and constants)
+//     tensor by tensor, hashing it on the way;
+//  4. write manifest.json (tensors, each function's launches: a kernel and the
+//     addresses bound to its arguments) with the SHA-256 of every file;
 //  5. rename the folder into place, so a failed build never leaves half an artifact.
 //
 //===----------------------------------------------------------------------===//
@@ -21,16 +25,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlir;
 namespace fs = std::filesystem;
 
 extern const char *const ortcKernelLibrarySource; // generated from ortc_kernels.h
+extern const char *const ortcKernelAbiSource;     // generated from ortc/kernel_abi.h
 
 namespace ortc {
 
@@ -111,6 +123,21 @@ std::string readFile(const fs::path &path) {
 }
 
 
+/// The artifact's copy of runtime/include/ortc/kernel_abi.h, which the source includes.
+constexpr const char *kKernelAbiName = "ortc_kernel_abi.h";
+
+/// A function's step program: [{"kernel": name, "args": [{"tensor": i} | {"arena": offset}]}].
+nlohmann::json launches(const FunctionKernels &f) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Launch &l : f.launches) {
+    nlohmann::json args = nlohmann::json::array();
+    for (const LaunchArg &a : l.args)
+      args.push_back({{a.kind == LaunchArg::Arena ? "arena" : "tensor", a.value}});
+    list.push_back({{"kernel", l.kernel}, {"args", std::move(args)}});
+  }
+  return list;
+}
+
 /// Copies `products` from `from` into `to`; false if any is missing.
 bool copyProducts(const fs::path &from, const fs::path &to,
                   const std::vector<std::string> &products) {
@@ -123,31 +150,247 @@ bool copyProducts(const fs::path &from, const fs::path &to,
   return true;
 }
 
-/// Compiles through the kernel cache: a hit copies the products, a miss compiles
-/// and stores them under <cache>/<key>/ (written to a temporary name, renamed).
-bool compileCached(const fs::path &dir, const std::string &source, const KernelBuild &build,
-                   std::string &error) {
-  std::string key =
-      sha256Hex(source + "\n" + build.librarySource + "\n" + build.compilerId);
-  const char *cacheDir = std::getenv("ORTC_KERNEL_CACHE");
-  fs::path cached = cacheDir && *cacheDir ? fs::path(cacheDir) / key : fs::path();
-  if (!cached.empty() && copyProducts(cached, dir, build.products))
+/// The kernel cache ($ORTC_KERNEL_CACHE), shared by builds and the test suite:
+/// `<key>/` folders hold a whole artifact's products, `units/<key>.o` one unit's
+/// object. Entries are written under a temporary name and renamed into place, so
+/// concurrent builds never see half an entry; a hit refreshes the entry's time,
+/// and storing evicts the least recently used entries beyond
+/// $ORTC_KERNEL_CACHE_MAX_MB (default 2048).
+class KernelCache {
+public:
+  KernelCache() {
+    const char *dir = std::getenv("ORTC_KERNEL_CACHE");
+    if (dir && *dir)
+      root = dir;
+  }
+  bool enabled() const { return !root.empty(); }
+
+  bool fetchProducts(const std::string &key, const fs::path &dir,
+                     const std::vector<std::string> &products) {
+    if (!enabled() || !copyProducts(root / key, dir, products))
+      return false;
+    touch(root / key);
     return true;
-  if (!build.compile(dir.string(), error))
-    return false;
+  }
+  void storeProducts(const std::string &key, const fs::path &dir,
+                     const std::vector<std::string> &products) {
+    if (!enabled())
+      return;
+    std::error_code ec;
+    fs::path tmp = temporary(root / key);
+    fs::create_directories(tmp, ec);
+    if (!ec && copyProducts(dir, tmp, products))
+      fs::rename(tmp, root / key, ec); // fails harmlessly when a peer stored it first
+    fs::remove_all(tmp, ec);
+  }
+  bool fetchObject(const std::string &key, const fs::path &obj) {
+    std::error_code ec;
+    fs::path entry = root / "units" / (key + ".o");
+    if (!enabled() || !fs::copy_file(entry, obj, fs::copy_options::overwrite_existing, ec))
+      return false;
+    touch(entry);
+    return true;
+  }
+  void storeObject(const std::string &key, const fs::path &obj) {
+    if (!enabled())
+      return;
+    std::error_code ec;
+    fs::create_directories(root / "units", ec);
+    fs::path entry = root / "units" / (key + ".o"), tmp = temporary(entry);
+    if (fs::copy_file(obj, tmp, fs::copy_options::overwrite_existing, ec))
+      fs::rename(tmp, entry, ec);
+    fs::remove(tmp, ec);
+  }
+
+  /// Removes least recently used entries until the cache fits its bound.
+  void evict() {
+    if (!enabled())
+      return;
+    double mb = 2048;
+    if (const char *v = std::getenv("ORTC_KERNEL_CACHE_MAX_MB"); v && *v)
+      mb = std::strtod(v, nullptr);
+    auto limit = uint64_t(std::max(0.0, mb) * 1048576.0);
+    struct Entry {
+      fs::file_time_type time;
+      uint64_t bytes;
+      fs::path path;
+    };
+    std::vector<Entry> entries;
+    uint64_t total = 0;
+    std::error_code ec;
+    auto add = [&](const fs::path &p) {
+      if (p.filename().string().find(".tmp.") != std::string::npos)
+        return; // a peer's entry being written
+      uint64_t bytes = 0;
+      if (fs::is_directory(p, ec)) {
+        for (const auto &f : fs::recursive_directory_iterator(p, ec))
+          if (f.is_regular_file(ec))
+            bytes += f.file_size(ec);
+      } else {
+        bytes = fs::file_size(p, ec);
+      }
+      entries.push_back({fs::last_write_time(p, ec), bytes, p});
+      total += bytes;
+    };
+    for (const auto &e : fs::directory_iterator(root, ec))
+      if (e.path().filename() != "units")
+        add(e.path());
+    for (const auto &e : fs::directory_iterator(root / "units", ec))
+      add(e.path());
+    if (total <= limit)
+      return;
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry &a, const Entry &b) { return a.time < b.time; });
+    for (const Entry &e : entries) {
+      if (total <= limit)
+        break;
+      fs::remove_all(e.path, ec);
+      total -= e.bytes;
+    }
+  }
+
+private:
+  static void touch(const fs::path &p) {
+    std::error_code ec;
+    fs::last_write_time(p, fs::file_time_type::clock::now(), ec);
+  }
+  static fs::path temporary(const fs::path &p) {
+    static std::atomic<int> counter{0};
+    return p.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  }
+  fs::path root;
+};
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Compiles units `names` (already written in `dir`) into `build.products`.
+///
+/// Algorithm: the key of the whole build is the hash of every unit's key; a
+/// cached artifact with that key is copied and nothing runs. Otherwise each unit
+/// whose object is cached (its key: the hash of its source, the headers, the
+/// compiler version and flags) is copied, the others are compiled by up to
+/// `jobs` workers at once, and the objects are linked in unit order. Objects
+/// depend only on their source, and the link only on the objects and their
+/// order, so the artifact is byte-identical whatever `jobs` and the cache hold.
+bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
+                  const std::vector<std::string> &units, const KernelBuild &build,
+                  const ArtifactOptions &options, PackageStats &stats, std::string &error) {
+  KernelCache cache;
+  std::string headers = build.librarySource + "\n" + ortcKernelAbiSource + "\n" + build.compilerId;
+  std::vector<std::string> keys;
+  std::string all;
+  for (const std::string &u : units) {
+    keys.push_back(sha256Hex(u + "\n" + headers));
+    all += keys.back();
+  }
+  std::string key = sha256Hex(all + "\n" + (build.compileUnit ? "units" : "whole"));
+  for (const std::string &n : names)
+    stats.units.push_back({n, true, 0});
+  if (cache.fetchProducts(key, dir, build.products)) {
+    stats.artifactCached = true;
+    cache.evict();
+    return true;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  if (!build.compileUnit) { // one unit, compiled by the target's own commands
+    stats.units[0].cached = false;
+    if (!build.compile(dir.string(), error))
+      return false;
+    stats.units[0].compileMs = stats.compileWallMs = msSince(t0);
+  } else {
+    std::vector<std::string> objs;
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < names.size(); ++i) {
+      objs.push_back(fs::path(names[i]).stem().string() + ".o");
+      if (!cache.fetchObject(keys[i], dir / objs[i])) {
+        stats.units[i].cached = false;
+        todo.push_back(i);
+      }
+    }
+    std::atomic<size_t> next{0}, done{0};
+    std::mutex failMutex;
+    std::string firstError;
+    bool progress = !options.timing && isatty(2);
+    auto worker = [&] {
+      for (size_t t; (t = next++) < todo.size();) {
+        size_t i = todo[t];
+        auto u0 = std::chrono::steady_clock::now();
+        std::string why;
+        if (!runCompileCommands({build.compileUnit(dir.string(), names[i], objs[i])},
+                                dir.string(), "compiling " + names[i], why,
+                                names[i] + ".log")) {
+          std::lock_guard<std::mutex> lock(failMutex);
+          if (firstError.empty())
+            firstError = why;
+          next = todo.size(); // stop handing out work
+          continue;
+        }
+        stats.units[i].compileMs = msSince(u0);
+        cache.storeObject(keys[i], dir / objs[i]);
+        size_t n = ++done;
+        if (progress && msSince(t0) > 2000) {
+          std::lock_guard<std::mutex> lock(failMutex);
+          std::fprintf(stderr, "\rortc: compiled %zu of %zu kernel units", n, todo.size());
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned w = 1; w < std::min<size_t>(std::max(1u, options.jobs), todo.size()); ++w)
+      pool.emplace_back(worker);
+    worker();
+    for (std::thread &t : pool)
+      t.join();
+    if (progress && msSince(t0) > 2000)
+      std::fprintf(stderr, "\n");
+    if (!firstError.empty()) {
+      error = firstError;
+      return false;
+    }
+    stats.compileWallMs = msSince(t0);
+    auto l0 = std::chrono::steady_clock::now();
+    if (!runCompileCommands({build.link(dir.string(), objs)}, dir.string(),
+                            "linking the kernels", error))
+      return false;
+    stats.linkMs = msSince(l0);
+    std::error_code ec;
+    for (const std::string &o : objs)
+      fs::remove(dir / o, ec);
+  }
   for (const std::string &p : build.products)
     if (!fs::exists(dir / p)) {
       error = "the compile did not produce " + p;
       return false;
     }
-  if (!cached.empty()) {
-    std::error_code ec;
-    fs::path tmp = cached.string() + ".tmp." + std::to_string(getpid());
-    fs::create_directories(tmp, ec);
-    if (!ec && copyProducts(dir, tmp, build.products))
-      fs::rename(tmp, cached, ec);
-    fs::remove_all(tmp, ec);
+  cache.storeProducts(key, dir, build.products);
+  cache.evict();
+  return true;
+}
+
+/// Writes params.bin (the initial values, in manifest order) a tensor at a time,
+/// hashing it on the way; fills each tensor's "init" range.
+bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json &tensors,
+                  std::string &sha, std::string &error) {
+  std::ofstream f(path, std::ios::binary);
+  Sha256 hash;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < table.tensors().size(); ++i) {
+    const TensorInfo &t = table.tensors()[i];
+    if (!t.init)
+      continue;
+    const std::vector<char> &bytes = t.init->bytes;
+    tensors[i]["init"] = {{"offset", offset}, {"bytes", bytes.size()}};
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+    hash.update(bytes.data(), bytes.size());
+    offset += bytes.size();
   }
+  f.flush();
+  if (!f) {
+    error = "cannot write " + path.string();
+    return false;
+  }
+  sha = hash.hex();
   return true;
 }
 
@@ -161,8 +404,8 @@ std::string shellQuote(const std::string &s) {
 }
 
 bool runCompileCommands(const std::vector<std::string> &commands, const std::string &dir,
-                        const std::string &what, std::string &error) {
-  std::string log = (fs::path(dir) / "compile.log").string();
+                        const std::string &what, std::string &error, const std::string &logName) {
+  std::string log = (fs::path(dir) / logName).string();
   for (const std::string &c : commands) {
     std::string cmd = "(" + c + ") >> " + shellQuote(log) + " 2>&1";
     if (std::system(cmd.c_str()) != 0) {
@@ -175,6 +418,19 @@ bool runCompileCommands(const std::vector<std::string> &commands, const std::str
   return true;
 }
 
+std::string compilerVersion(const std::string &compiler) {
+  std::string line;
+  if (FILE *p = popen((compiler + " --version 2>/dev/null").c_str(), "r")) {
+    char buf[512];
+    if (std::fgets(buf, sizeof buf, p))
+      line = buf;
+    pclose(p);
+  }
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+    line.pop_back();
+  return line;
+}
+
 KernelBuild cpuKernelBuild(const std::string &level,
                            const std::vector<std::string> &nativeFeatures) {
   const char *cxx = std::getenv("CXX");
@@ -182,27 +438,35 @@ KernelBuild cpuKernelBuild(const std::string &level,
   const char *opt = std::getenv("ORTC_CXX_OPT");
   std::string flags = std::string("-std=c++17 ") + (opt && *opt ? opt : "-O2") +
                       " -march=" + level +
-                      " -fno-math-errno -fno-trapping-math -fPIC -shared -fopenmp -DORTC_KERN_DNNL";
+                      " -fno-math-errno -fno-trapping-math -fPIC -fopenmp -DORTC_KERN_DNNL";
+  std::string linkFlags = "-shared -fopenmp";
   KernelBuild b;
-  b.sourceName = "kernels.cpp";
+  b.unitStem = "kernels";
+  b.unitExt = ".cpp";
   b.libraryName = "ortc_kernels.h";
   b.librarySource = ortcKernelLibrarySource;
   b.products = {"kernels.so"};
-  b.compilerId = compiler + " " + flags;
+  b.compilerId = compiler + " (" + compilerVersion(compiler) + ") " + flags + " | " + linkFlags;
   for (const std::string &f : nativeFeatures) // -march=native differs by machine
     b.compilerId += " +" + f;
-  b.compile = [compiler, flags](const std::string &dir, std::string &error) {
-    return runCompileCommands({"cd " + shellQuote(dir) + " && " + compiler + " " + flags +
-                               " kernels.cpp -o kernels.so -ldnnl -lmvec"},
-                              dir, "compiling the kernels (" + compiler + ")", error);
+  b.compileUnit = [compiler, flags](const std::string &dir, const std::string &src,
+                                    const std::string &obj) {
+    return "cd " + shellQuote(dir) + " && " + compiler + " " + flags + " -c " + shellQuote(src) +
+           " -o " + shellQuote(obj);
+  };
+  b.link = [compiler, linkFlags](const std::string &dir, const std::vector<std::string> &objs) {
+    std::string cmd = "cd " + shellQuote(dir) + " && " + compiler + " " + linkFlags;
+    for (const std::string &o : objs)
+      cmd += " " + shellQuote(o);
+    return cmd + " -o kernels.so -ldnnl -lmvec";
   };
   return b;
 }
 
 bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
-                   const std::string &kernelSource, const KernelBuild &build,
-                   std::string &error) {
+                   const std::vector<std::string> &units, const KernelBuild &build,
+                   PackageStats &stats, std::string &error) {
   fs::path out(options.output);
   if (fs::exists(out) && !fs::exists(out / "manifest.json")) {
     error = out.string() + " exists and is not an ortc artifact: not replacing it";
@@ -217,16 +481,34 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   }
   auto cleanup = [&]() { fs::remove_all(tmp, ec); };
 
-  if (!writeFile(tmp / build.sourceName, kernelSource, error) ||
-      !writeFile(tmp / build.libraryName, build.librarySource, error) ||
-      !compileCached(tmp, kernelSource, build, error)) {
+  std::vector<std::string> names;
+  if (!build.compileUnit) {
+    names = {build.sourceName};
+  } else {
+    for (size_t i = 0; i < units.size(); ++i) {
+      char n[16];
+      std::snprintf(n, sizeof n, "_%03zu", i);
+      names.push_back(build.unitStem + n + build.unitExt);
+    }
+  }
+  if (names.size() != units.size()) {
+    error = "internal error: the " + build.sourceName + " target compiles one unit, not " +
+            std::to_string(units.size());
+    cleanup();
+    return false;
+  }
+  bool wrote = writeFile(tmp / build.libraryName, build.librarySource, error) &&
+               writeFile(tmp / kKernelAbiName, ortcKernelAbiSource, error);
+  for (size_t i = 0; wrote && i < units.size(); ++i)
+    wrote = writeFile(tmp / names[i], units[i], error);
+  if (!wrote || !compileUnits(tmp, names, units, build, options, stats, error)) {
     cleanup();
     return false;
   }
 
   nlohmann::json manifest;
   manifest["format"] = "ortc-artifact";
-  manifest["format_version"] = 1;
+  manifest["format_version"] = 2;
   manifest["target"] = options.target;
   manifest["arch"] = options.arch;
   if (!options.cpuFeatures.empty())
@@ -237,35 +519,33 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     arena = std::max(arena, f.arenaBytes);
   manifest["arena_bytes"] = arena;
 
-  std::string params;
   nlohmann::json tensors = nlohmann::json::array();
-  for (const TensorInfo &t : table.tensors()) {
-    nlohmann::json j{{"name", t.name}, {"role", t.role}, {"dtype", t.dtype}, {"shape", t.shape}};
-    if (t.init) {
-      j["init"] = {{"offset", params.size()}, {"bytes", t.init->bytes.size()}};
-      params.append(t.init->bytes.begin(), t.init->bytes.end());
-    }
-    tensors.push_back(j);
+  for (const TensorInfo &t : table.tensors())
+    tensors.push_back({{"name", t.name}, {"role", t.role}, {"dtype", t.dtype}, {"shape", t.shape}});
+  auto p0 = std::chrono::steady_clock::now();
+  std::string paramsSha;
+  if (!streamParams(tmp / "params.bin", table, tensors, paramsSha, error)) {
+    cleanup();
+    return false;
   }
+  stats.paramsMs = msSince(p0);
   manifest["tensors"] = tensors;
   nlohmann::json fns = nlohmann::json::object();
   for (const FunctionKernels &f : functions)
-    fns[f.name] = {{"kernels", f.kernels},
+    fns[f.name] = {{"launches", launches(f)},
                    {"inputs", f.inputs},
                    {"outputs", f.outputs},
                    {"arena_bytes", f.arenaBytes},
                    {"arena_lower_bound", f.arenaLowerBound}};
   manifest["functions"] = fns;
-  if (!writeFile(tmp / "params.bin", params, error)) {
-    cleanup();
-    return false;
-  }
   nlohmann::json files = nlohmann::json::object();
   std::vector<std::string> hashed = build.products;
-  for (const std::string &f : {build.sourceName, build.libraryName, std::string("params.bin")})
-    hashed.push_back(f);
+  hashed.insert(hashed.end(), names.begin(), names.end());
+  hashed.push_back(build.libraryName);
+  hashed.push_back(kKernelAbiName);
   for (const std::string &f : hashed)
     files[f] = sha256Hex(readFile(tmp / f));
+  files["params.bin"] = paramsSha;
   manifest["files"] = files;
   if (!writeFile(tmp / "manifest.json", manifest.dump(2) + "\n", error)) {
     cleanup();
@@ -287,6 +567,55 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   }
   if (hadOld)
     fs::remove_all(old, ec);
+  return true;
+}
+
+bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
+                      const std::vector<FunctionKernels> &functions, const PackageStats &stats,
+                      const std::vector<std::pair<std::string, double>> &phasesMs,
+                      std::string &error) {
+  nlohmann::json report;
+  report["report_version"] = 1;
+  report["target"] = options.target;
+  report["arch"] = options.arch;
+  std::set<std::string> distinct;
+  size_t launchCount = 0;
+  nlohmann::json fns = nlohmann::json::object();
+  for (const FunctionKernels &f : functions) {
+    std::set<std::string> mine;
+    for (const Launch &l : f.launches) {
+      mine.insert(l.kernel);
+      distinct.insert(l.kernel);
+    }
+    launchCount += f.launches.size();
+    fns[f.name] = {{"launches", f.launches.size()}, {"distinct_kernels", mine.size()}};
+  }
+  report["kernels"] = {{"launches", launchCount},
+                       {"distinct", distinct.size()},
+                       {"functions", fns}};
+  nlohmann::json units = nlohmann::json::array();
+  size_t hits = 0;
+  for (const PackageStats::Unit &u : stats.units) {
+    units.push_back({{"source", u.source}, {"cached", u.cached}, {"compile_ms", u.compileMs}});
+    hits += u.cached;
+  }
+  report["compile"] = {{"jobs", options.jobs},
+                       {"units", units},
+                       {"unit_cache_hits", hits},
+                       {"artifact_cached", stats.artifactCached},
+                       {"compile_wall_ms", stats.compileWallMs},
+                       {"link_ms", stats.linkMs}};
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto &[name, ms] : phasesMs)
+    phases[name] = ms;
+  phases["params"] = stats.paramsMs;
+  report["phases_ms"] = phases;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << report.dump(2) << "\n";
+  if (!f) {
+    error = "cannot write the report " + path;
+    return false;
+  }
   return true;
 }
 

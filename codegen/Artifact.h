@@ -42,10 +42,25 @@ private:
   std::map<std::string, unsigned> byName;
 };
 
+/// Where one operand of a launch lives: a persistent tensor (manifest index) or
+/// an offset into the arena. The step program binds each kernel argument to one.
+struct LaunchArg {
+  enum Kind { Tensor, Arena } kind = Tensor;
+  int64_t value = 0;
+  bool operator==(const LaunchArg &o) const { return kind == o.kind && value == o.value; }
+};
+
+/// One entry of a step program: a kernel (shared by every launch with the same
+/// printed body) and the addresses its pointer arguments are bound to.
+struct Launch {
+  std::string kernel;
+  std::vector<LaunchArg> args;
+};
+
 /// One step function as the runtime sees it.
 struct FunctionKernels {
   std::string name;
-  std::vector<std::string> kernels;
+  std::vector<Launch> launches;
   std::vector<std::string> inputs, outputs;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
 };
@@ -58,20 +73,44 @@ struct ArtifactOptions {
   std::vector<std::string> arch; ///< recorded in the manifest (resolved by the target)
   std::vector<std::string> cpuFeatures; ///< flags a `--cpu native` build requires
   bool timing = false;
+  unsigned jobs = 1; ///< compile units at once
+};
+
+/// What packaging did, for --timing and --report.
+struct PackageStats {
+  struct Unit {
+    std::string source;
+    bool cached = false;
+    double compileMs = 0; ///< 0 for a cache hit
+  };
+  std::vector<Unit> units;
+  bool artifactCached = false; ///< every product came from the cache, nothing compiled
+  double compileWallMs = 0, linkMs = 0, paramsMs = 0;
 };
 
 /// What a target puts into the artifact besides the manifest and params.bin, and
-/// how it compiles it.
+/// how it compiles it: either one source (`sourceName`, `compile`), or units
+/// `<unitStem>_NNN<unitExt>` compiled one by one (`compileUnit`, in parallel and
+/// each cached) and linked (`link`).
 struct KernelBuild {
-  std::string sourceName;  ///< "kernels.cpp", "kernels.cu", "kernels.hip"
+  std::string sourceName;  ///< one unit: "kernels.cu", "kernels.hip"
+  std::string unitStem, unitExt; ///< several units: "kernels", ".cpp"
   std::string libraryName; ///< the kernel library header the source includes
   std::string librarySource;
   /// Files the compile produces, all hashed into the manifest; the first is the
   /// shared object the runtime loads.
   std::vector<std::string> products;
-  std::string compilerId; ///< compiler and flags, part of the cache key
-  /// Compiles in `dir` (source and library already there) into `products`.
+  /// Compiler, its version and flags: part of every cache key.
+  std::string compilerId;
+  /// One unit: compiles in `dir` (source and headers already there) into `products`.
   std::function<bool(const std::string &dir, std::string &error)> compile;
+  /// Units: the shell command compiling `src` into object `obj` (both in `dir`),
+  /// and the one linking `objs` there into products.front().
+  std::function<std::string(const std::string &dir, const std::string &src,
+                            const std::string &obj)>
+      compileUnit;
+  std::function<std::string(const std::string &dir, const std::vector<std::string> &objs)>
+      link;
 };
 
 /// The default x86-64 level of the cpu target: AVX2 + FMA, which every x86-64
@@ -87,19 +126,32 @@ KernelBuild cpuKernelBuild(const std::string &level,
 /// `s` quoted for a POSIX shell.
 std::string shellQuote(const std::string &s);
 
-/// Runs shell `commands` in order, stdout/stderr into `dir`/compile.log; on failure
+/// Runs shell `commands` in order, stdout/stderr into `dir`/`log`; on failure
 /// sets `error` to "<what> failed:" and the log's head.
 bool runCompileCommands(const std::vector<std::string> &commands, const std::string &dir,
-                        const std::string &what, std::string &error);
+                        const std::string &what, std::string &error,
+                        const std::string &log = "compile.log");
 
-/// Writes `options.output` (a folder) from emitted kernel source: compiles it
-/// (reusing $ORTC_KERNEL_CACHE, keyed by the SHA-256 of source, library and
-/// compiler), writes params.bin and manifest.json with hashes, all in a temporary
-/// folder renamed into place at the end. Returns false with `error` on failure.
+/// The first line of `<compiler> --version`, for cache keys ("" if it cannot run).
+std::string compilerVersion(const std::string &compiler);
+
+/// Writes `options.output` (a folder) from emitted kernel source units: compiles
+/// them (reusing $ORTC_KERNEL_CACHE: whole artifacts and single units, keyed by the
+/// SHA-256 of source, headers, compiler version and flags; bounded by
+/// $ORTC_KERNEL_CACHE_MAX_MB, least recently used evicted), streams params.bin,
+/// writes manifest.json with hashes, all in a temporary folder renamed into place
+/// at the end. Returns false with `error` on failure.
 bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
-                   const std::string &kernelSource, const KernelBuild &build,
-                   std::string &error);
+                   const std::vector<std::string> &units, const KernelBuild &build,
+                   PackageStats &stats, std::string &error);
+
+/// Writes the --report JSON: kernels (launches, distinct, per function), the
+/// compile units and cache hits, and phase times (`phasesMs`, name -> ms).
+bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
+                      const std::vector<FunctionKernels> &functions, const PackageStats &stats,
+                      const std::vector<std::pair<std::string, double>> &phasesMs,
+                      std::string &error);
 
 } // namespace ortc
 

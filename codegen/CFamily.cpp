@@ -1,9 +1,12 @@
 //===- CFamily.cpp - The kernel printer shared by every target -----------===//
 //
 // See CFamily.h. The walk over a step function: constants, weights and reshapes
-// (views) print nothing; every other op prints one kernel whose opening comment
-// names its ONNX node, op and result types (and, on GPUs, its launch shape); the
-// return copies results not already written in place into their tensors.
+// (views) print nothing; every other op prints one kernel body, whose operands are
+// bound to pointer arguments in order of first use; a body equal to an earlier
+// one is that kernel launched again with other arguments. Each distinct kernel's
+// opening comment names every ONNX node, op and result types that launch it (and,
+// on GPUs, its launch shape); the return copies results not already written in
+// place into their tensors.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CFamily.h"
@@ -11,12 +14,15 @@
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
 #include "passes/memory_planning/Passes.h"
+#include "ortc/sha256.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 
@@ -99,11 +105,11 @@ std::string KernelPrinter::ptr(Value v) {
   Placement p = placementOf(v);
   switch (p.kind) {
   case Placement::Arena:
-    return "arena + " + std::to_string(p.offset);
+    return slot({LaunchArg::Arena, p.offset});
   case Placement::Argument:
-    return "bufs[" + std::to_string(table.indexOf(argName(fn, p.index))) + "]";
+    return slot({LaunchArg::Tensor, table.indexOf(argName(fn, p.index))});
   case Placement::Weight:
-    return "bufs[" + std::to_string(table.indexOf(p.name)) + "]";
+    return slot({LaunchArg::Tensor, table.indexOf(p.name)});
   case Placement::Output:
     return destFor(p.index);
   case Placement::Constant: {
@@ -111,10 +117,12 @@ std::string KernelPrinter::ptr(Value v) {
     while (auto r = root.getDefiningOp<ReshapeOp>())
       root = r.getX();
     auto it = constNames.find(root);
-    if (it != constNames.end())
-      return it->second;
+    if (it != constNames.end()) {
+      if (!llvm::is_contained(kernelConsts, it->second.second))
+        kernelConsts.push_back(it->second.second);
+      return it->second.first;
+    }
     auto c = root.getDefiningOp<ConstantOp>();
-    std::string name = "ortc_const" + std::to_string(constCount++);
     std::string t = cType(typeOf(root).getElementType());
     auto dense = cast<DenseElementsAttr>(c.getValue());
     std::string init, splat;
@@ -133,9 +141,21 @@ std::string KernelPrinter::ptr(Value v) {
         for (APInt i : dense.getValues<APInt>())
           os << (k++ ? ", " : "") << cLiteral((double)i.getSExtValue(), t, sp);
     }
-    std::string expr = declareConstant(name, t, numElements(root), init, splat);
-    constNames[root] = expr;
-    return expr;
+    // Equal constants share one declaration (named after their contents), so
+    // kernels reading them stay equal.
+    std::string content = t + "[" + std::to_string(numElements(root)) + "]" + init + "|" + splat;
+    auto known = constByContent.find(content);
+    if (known == constByContent.end()) {
+      std::string name = "ortc_const_" + sha256Hex(content).substr(0, 12);
+      constOut.str("");
+      std::string expr = declareConstant(name, t, numElements(root), init, splat);
+      constDecls.push_back(constOut.str());
+      known = constByContent.emplace(content, std::make_pair(expr, constDecls.size() - 1)).first;
+    }
+    constNames[root] = known->second;
+    if (!llvm::is_contained(kernelConsts, known->second.second))
+      kernelConsts.push_back(known->second.second);
+    return known->second.first;
   }
   }
   return "nullptr";
@@ -152,7 +172,15 @@ std::string KernelPrinter::typedNull(Value like, bool writable) {
 }
 
 std::string KernelPrinter::destFor(unsigned resultIndex) {
-  return "bufs[" + std::to_string(table.indexOf(resultName(fn, resultIndex))) + "]";
+  return slot({LaunchArg::Tensor, table.indexOf(resultName(fn, resultIndex))});
+}
+
+std::string KernelPrinter::slot(LaunchArg arg) {
+  auto it = llvm::find(slots, arg);
+  size_t k = it - slots.begin();
+  if (it == slots.end())
+    slots.push_back(arg);
+  return "ptrs[" + std::to_string(k) + "]";
 }
 
 std::optional<std::string> KernelPrinter::splatLiteral(Value v) {
@@ -496,17 +524,79 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
       .Default([](Operation *) { return false; });
 }
 
-void KernelPrinter::finishKernel(const std::string &comment, FunctionKernels &fk) {
-  out << device.str();
-  out << "// " << comment << "\n";
-  if (!launchNote.empty())
-    out << "// launch: " << launchNote << "\n";
-  out << "extern \"C\" void " << kernelName << signature() << " {\n"
-      << prologue() << setup.str() << body.str() << "}\n\n";
+/// Stands for the kernel's name while its body is printed: the body decides the
+/// name (equal bodies share one), and device functions are named after it.
+static constexpr const char *kNamePlaceholder = "@ortc_kernel@";
+
+void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
+                                 FunctionKernels &fk) {
+  std::string launcher = std::string("extern \"C\" void ") + kNamePlaceholder + signature() +
+                         " {\n" + prologue() + setup.str() + body.str() + "}\n";
+  std::string text = device.str() + launcher + launchNote;
+  auto [it, added] = distinctByText.emplace(text, distinct.size());
+  if (added) {
+    // Named after the op and a hash of the text: the same kernel keeps its name
+    // (and its unit its object) when other kernels come or go.
+    std::string hash = sha256Hex(text);
+    std::string stem = opName.str();
+    for (char &c : stem)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    std::string name = "ortc_" + stem + "_" + hash.substr(0, 12);
+    while (!kernelNames.insert(name).second) // a 48-bit collision: still unique
+      name += "x";
+    DistinctKernel k{name, device.str(), launcher, launchNote, {}, kernelConsts,
+                     std::stoull(hash.substr(0, 16), nullptr, 16)};
+    distinct.push_back(std::move(k));
+  }
+  DistinctKernel &k = distinct[it->second];
+  k.sites.push_back(site);
+  fk.launches.push_back({k.name, slots});
   for (std::ostringstream *s : {&setup, &body, &device})
     s->str("");
   launchNote.clear();
-  fk.kernels.push_back(kernelName);
+  slots.clear();
+  kernelConsts.clear();
+}
+
+std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
+  // Algorithm: walk the kernels in order of first launch; a unit ends after a
+  // kernel whose hash is 0 modulo kChunk (content-defined chunking, as rsync and
+  // restic cut files), or once it holds kMaxKernels. Boundaries thus move only
+  // where kernels changed, and units average kChunk kernels.
+  constexpr uint64_t kChunk = 12;
+  constexpr size_t kMaxKernels = 48;
+  std::vector<std::string> units;
+  std::string unit;
+  std::vector<size_t> declared;
+  size_t inUnit = 0;
+  for (const DistinctKernel &k : distinct) {
+    for (size_t c : k.consts)
+      if (!llvm::is_contained(declared, c)) {
+        declared.push_back(c);
+        unit += constDecls[c];
+      }
+    std::string text = k.device;
+    for (const std::string &site : k.sites)
+      text += "// " + site + "\n";
+    if (!k.launchNote.empty())
+      text += "// launch: " + k.launchNote + "\n";
+    text += k.launcher;
+    for (size_t at = text.find(kNamePlaceholder); at != std::string::npos;
+         at = text.find(kNamePlaceholder, at + k.name.size()))
+      text.replace(at, std::strlen(kNamePlaceholder), k.name);
+    unit += text + "\n";
+    ++inUnit;
+    if (split && (k.hash % kChunk == 0 || inUnit == kMaxKernels)) {
+      units.push_back(std::move(unit));
+      unit.clear();
+      declared.clear();
+      inUnit = 0;
+    }
+  }
+  if (inUnit || units.empty())
+    units.push_back(std::move(unit));
+  return units;
 }
 
 LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
@@ -525,12 +615,10 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (!resultTied(f, i))
       fk.outputs.push_back(resultName(f, i));
-  kernelCount = 0;
-  auto nextName = [&] { kernelName = "ortc_" + fk.name + "_k" + std::to_string(kernelCount++); };
+  kernelName = kNamePlaceholder;
   for (Operation &op : f.getBody().front()) {
     if (isa<ConstantOp, WeightOp, ReshapeOp>(op))
       continue;
-    nextName();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results not already written in place are copied into their tensors.
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -539,7 +627,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
           emitCopy(dest, ptr(v), byteSize(v));
       }
       if (!body.str().empty())
-        finishKernel(fk.name + ": copy results into their tensors", fk);
+        finishKernel(fk.name + ": copy results into their tensors", "copy", fk);
       break;
     }
     for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
@@ -564,7 +652,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     }
     finishKernel(fk.name + ": ONNX node '" + loc + "' -> " + op.getName().getStringRef().str() +
                      " : " + shapes,
-                 fk);
+                 op.getName().stripDialect(), fk);
   }
   return success();
 }

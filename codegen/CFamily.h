@@ -1,13 +1,17 @@
 //===- CFamily.h - The kernel printer shared by every target ----*- C++ -*-===//
 //
 // Why: the CPU (C++), CUDA and HIP emitters print the same planned IR into the same
-// kind of text: one `extern "C"` function per op in execution order, operands
-// addressed through the memory plan (arena offsets, persistent tensors bufs[i], model
-// constants), elementwise ops as one scalar expression, everything else as a call
-// into the target's kernel library with the static shapes spelled out. That walk,
-// the operand addressing, the scalar expressions and the conv/pool geometry live
-// here once; a target subclasses KernelPrinter and prints only what differs (how a
-// loop or a launch looks, how a constant or a copy is spelled, library calls).
+// kind of text: one `extern "C"` kernel per op, elementwise ops as one scalar
+// expression, everything else as a call into the target's kernel library with the
+// static shapes spelled out. Kernels are functions of their operands
+// (runtime/include/ortc/kernel_abi.h): every buffer an op touches is a pointer
+// argument `ptrs[k]`, and the launch records where the memory plan put it (a
+// persistent tensor or an arena offset). Launches whose printed bodies are equal
+// share one kernel, so the identical layers of a model compile once. That walk,
+// the operand binding, the deduplication, the scalar expressions and the conv/pool
+// geometry live here once; a target subclasses KernelPrinter and prints only what
+// differs (how a loop or a launch looks, how a constant or a copy is spelled,
+// library calls).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_CODEGEN_CFAMILY_H
@@ -19,6 +23,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
+#include <set>
 #include <optional>
 #include <sstream>
 
@@ -49,15 +55,20 @@ public:
       : table(table), sp(std::move(spelling)) {}
   virtual ~KernelPrinter() = default;
 
-  /// Prints one kernel per op of @train_step and @eval_step and fills
-  /// `functions` with their order, inputs, outputs and arena sizes.
+  /// Prints one kernel per distinct op body of @train_step and @eval_step and
+  /// fills `functions` with their launches (kernel + bound addresses), inputs,
+  /// outputs and arena sizes.
   mlir::LogicalResult emitModule(mlir::ModuleOp module, std::vector<FunctionKernels> &functions,
                                  std::string &error);
-  std::string constants() const { return constOut.str(); }
-  std::string kernels() const { return out.str(); }
+  /// The distinct kernels in order of first launch, each opening with the ONNX
+  /// nodes that launch it and preceded by the constants it reads, cut into units
+  /// that compile independently (one unit unless `split`). Kernels are named after
+  /// a hash of their text and unit boundaries fall after kernels whose hash ends a
+  /// chunk, so an edit to one layer changes the units around it, not the rest.
+  std::vector<std::string> kernelUnits(bool split) const;
 
 protected:
-  /// The parameter list of every kernel, e.g. "(void *const *bufs, char *arena)".
+  /// The parameter list of every kernel, e.g. "(void *const *ptrs)" (kernel_abi.h).
   virtual std::string signature() const = 0;
   /// Lines that open every kernel (silencing unused parameters, naming the stream).
   virtual std::string prologue() const = 0;
@@ -73,7 +84,8 @@ protected:
   /// "the CPU target", "the CUDA target"... for messages.
   virtual std::string targetDescription() const = 0;
 
-  /// A C expression for the data pointer of `v`.
+  /// A C expression for the data pointer of `v`: a kernel argument `ptrs[k]`
+  /// bound to its planned address, or a model constant.
   std::string ptr(mlir::Value v);
   /// The pointer cast to `const T *` (or `T *` when writable).
   std::string typed(mlir::Value v, bool writable = false);
@@ -104,23 +116,45 @@ protected:
   const TensorTable &table;
   ScalarSpelling sp;
   mlir::func::FuncOp fn;
-  std::string kernelName;     ///< the kernel being printed (prefix of its device code)
+  /// The name of the kernel being printed (prefix of its device code); a
+  /// placeholder until deduplication names it.
+  std::string kernelName;
   std::ostringstream setup;   ///< statements before `body` (constant addresses)
   std::ostringstream body;    ///< statements of the kernel being printed
   std::ostringstream device;  ///< device functions the kernel launches (GPU)
   std::string launchNote;     ///< launch shape for the opening comment (GPU)
   std::string lib;            ///< kernel library namespace: "ortc::kern::", "ortc::gpu::"
   std::string callTail;       ///< trailing call arguments: "" or ", s" (the stream)
-  std::ostringstream constOut; ///< file-scope declarations of the model's constants
+  std::ostringstream constOut; ///< declareConstant's output (moved into constDecls)
 
 private:
+  /// A kernel body shared by every launch that prints the same text.
+  struct DistinctKernel {
+    std::string name, device, launcher, launchNote; ///< device code: the GPU's kernels
+    std::vector<std::string> sites; ///< "train_step: ONNX node ..." per launch
+    std::vector<size_t> consts;     ///< indices into constDecls, in order of use
+    uint64_t hash = 0;              ///< of the text, which decides unit boundaries
+  };
+
   mlir::LogicalResult emitFunction(mlir::func::FuncOp f, FunctionKernels &fk,
                                    std::string &error);
-  void finishKernel(const std::string &comment, FunctionKernels &fk);
+  /// Ends the kernel being printed: finds or adds its distinct body and appends
+  /// the launch (with the arguments bound so far) to `fk`.
+  void finishKernel(const std::string &site, llvm::StringRef opName, FunctionKernels &fk);
+  /// "ptrs[k]" for `arg`, adding it to the kernel's arguments on first use.
+  std::string slot(LaunchArg arg);
 
-  std::ostringstream out;
-  int constCount = 0, kernelCount = 0;
-  llvm::DenseMap<mlir::Value, std::string> constNames;
+  std::vector<LaunchArg> slots;       ///< arguments of the kernel being printed
+  std::vector<size_t> kernelConsts;   ///< constants the kernel being printed reads
+  std::vector<DistinctKernel> distinct;
+  std::map<std::string, size_t> distinctByText;
+  std::set<std::string> kernelNames;
+  /// Declarations of the model's constants, each printed into the units that read it.
+  std::vector<std::string> constDecls;
+  /// Per constant value, its pointer expression and index: equal constants are
+  /// declared once (so kernels reading them stay equal).
+  llvm::DenseMap<mlir::Value, std::pair<std::string, size_t>> constNames;
+  std::map<std::string, std::pair<std::string, size_t>> constByContent;
 };
 
 } // namespace ortc

@@ -6,12 +6,13 @@
 
 namespace ortc {
 
-/// Emits one `extern "C" void ortc_<fn>_k<N>(void *const *bufs, char *arena)` per
-/// op of @train_step and @eval_step (planned by ortc-memory-plan), each opening with
-/// a comment naming its ONNX node. Fills `functions` with the kernel order.
+/// Emits one `extern "C" void ortc_<op>_<hash>(void *const *ptrs)` per distinct op
+/// body of @train_step and @eval_step (planned by ortc-memory-plan), each opening
+/// with a comment naming every ONNX node that launches it, cut into independently
+/// compiled units (KernelPrinter::kernelUnits). Fills `functions` with the launches.
 mlir::LogicalResult emitCpuKernels(mlir::ModuleOp module, const TensorTable &table,
                                    std::vector<FunctionKernels> &functions,
-                                   std::string &source, std::string &error);
+                                   std::vector<std::string> &units, std::string &error);
 
 } // namespace ortc
 

@@ -120,7 +120,8 @@ std::vector<std::string> cudaCommands(const std::string &nvcc, const std::vector
   std::string d = shellQuote(dir);
   return {
       "rm -rf " + d + "/nvcc-tmp && mkdir -p " + d + "/nvcc-tmp",
-      "cd " + d + " && " + nvcc + " -std=c++17 -O3 -Xcompiler -fPIC -shared" + gencode +
+      // --threads 0: one nvcc thread per arch at once, up to the machine's cores.
+      "cd " + d + " && " + nvcc + " -std=c++17 -O3 --threads 0 -Xcompiler -fPIC -shared" + gencode +
           " --keep --keep-dir nvcc-tmp kernels.cu -o kernels.so -ldl",
       "cp " + d + "/nvcc-tmp/kernels.fatbin " + d + "/kernels.fatbin",
       "rm -rf " + d + "/nvcc-tmp",

@@ -12,17 +12,18 @@ namespace ortc {
 //
 //===----------------------------------------------------------------------===//
 /// Emits, for the given target, one host launcher
-/// `extern "C" void ortc_<fn>_k<N>(void *const *bufs, char *arena, void *stream)`
-/// per op of @train_step and @eval_step (planned by ortc-memory-plan), in the same
-/// order and with the same names as the CPU emitter (both are KernelPrinters). `bufs` is a host array of
-/// device pointers (manifest order), `arena` a device pointer, `stream` a
-/// cudaStream_t / hipStream_t. Each launcher opens with a comment naming its ONNX
-/// node and launch shape; elementwise ops get a generated __global__ kernel (vector
-/// loads where aligned), everything else calls kernels/ortc_gpu_kernels.h.
+/// `extern "C" void ortc_<op>_<hash>(void *const *ptrs, void *stream)` per distinct
+/// op body of @train_step and @eval_step (planned by ortc-memory-plan), named and
+/// shared as by the CPU emitter (both are KernelPrinters). `ptrs` is a host array of
+/// the operands' device addresses (each launch's "args" in the manifest), `stream`
+/// a cudaStream_t / hipStream_t. Each launcher opens with a comment naming its ONNX
+/// nodes and launch shape; elementwise ops get a generated __global__ kernel (vector
+/// loads where aligned), everything else calls kernels/ortc_gpu_kernels.h. One unit:
+/// the device compilers build every arch of it in parallel.
 mlir::LogicalResult emitGpuKernels(mlir::ModuleOp module, const TensorTable &table,
                                    const TargetInfo &target,
                                    std::vector<FunctionKernels> &functions,
-                                   std::string &source, std::string &error);
+                                   std::vector<std::string> &units, std::string &error);
 
 /// The text of kernels/ortc_gpu_kernels.h (embedded at build time).
 const char *gpuKernelLibrarySource();

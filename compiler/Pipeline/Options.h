@@ -67,6 +67,8 @@ struct BuildOptions {
   std::vector<std::string> dumpAfter; ///< pass names, or "all"
   std::string dumpDir;
   bool timing = false;
+  std::string report;  ///< --report FILE.json: kernels, compile units, cache hits, times
+  unsigned jobs = 0;   ///< -j: kernel units compiled at once; 0: one per core
 };
 
 /// Runs `ortc build`; returns the process exit code (0 ok, 1 bad model or options).

@@ -28,10 +28,13 @@
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
 #include <set>
+#include <sys/resource.h>
+#include <thread>
 
 using namespace mlir;
 
@@ -258,6 +261,7 @@ int runBuild(const BuildOptions &options) {
           .count();
   if (options.timing)
     llvm::errs() << "ortc: import: " << llvm::format("%.2f", importMs) << " ms\n";
+  auto passesStart = std::chrono::steady_clock::now();
 
   int counter = 0;
   Phase current = Phase::Import;
@@ -324,35 +328,76 @@ int runBuild(const BuildOptions &options) {
   std::string error2;
   auto table = TensorTable::build(*module, weights, error2);
   std::vector<FunctionKernels> functions;
-  std::string source;
+  std::vector<std::string> units;
   if (failed(table) ||
-      failed(gpu ? emitGpuKernels(*module, *table, *gpu, functions, source, error2)
-                 : emitCpuKernels(*module, *table, functions, source, error2))) {
+      failed(gpu ? emitGpuKernels(*module, *table, *gpu, functions, units, error2)
+                 : emitCpuKernels(*module, *table, functions, units, error2))) {
     llvm::errs() << "ortc: error: " << options.model << ": " << error2 << "\n";
     return 1;
   }
-  if (options.stopAfter == Phase::Codegen)
-    return emitText(source);
+  if (options.stopAfter == Phase::Codegen) {
+    std::string text;
+    for (size_t i = 0; i < units.size(); ++i)
+      text += (units.size() > 1 ? "// ===== kernel unit " + std::to_string(i) + " =====\n" : "") +
+              units[i];
+    return emitText(text);
+  }
   auto c1 = std::chrono::steady_clock::now();
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
+  artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   KernelBuild build =
       gpu ? gpuKernelBuild(*gpu, gpuCompiler, archs) : cpuKernelBuild(archs.front(), cpuFeatures);
-  if (!writeArtifact(artifact, *table, functions, source, build, error2)) {
+  PackageStats stats;
+  if (!writeArtifact(artifact, *table, functions, units, build, stats, error2)) {
     llvm::errs() << "ortc: error: " << options.output << ": " << error2 << "\n";
     return 1;
   }
   auto c2 = std::chrono::steady_clock::now();
-  if (options.timing)
-    llvm::errs() << "ortc: codegen: "
-                 << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c1 - c0).count())
-                 << " ms, package (kernel compile included): "
-                 << llvm::format("%.2f", std::chrono::duration<double, std::milli>(c2 - c1).count())
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  size_t hits = 0;
+  for (const PackageStats::Unit &u : stats.units)
+    hits += u.cached;
+  if (options.timing) {
+    for (const PackageStats::Unit &u : stats.units)
+      llvm::errs() << "ortc: kernel unit " << u.source << ": "
+                   << (u.cached ? std::string("cache hit")
+                                : llvm::formatv("compiled in {0:F2} ms", u.compileMs).str())
+                   << "\n";
+    llvm::errs() << "ortc: kernel units: " << stats.units.size() << " (" << hits
+                 << " from the cache" << (stats.artifactCached ? ", whole artifact cached" : "")
+                 << "), compile " << llvm::format("%.2f", stats.compileWallMs) << " ms on "
+                 << artifact.jobs << " jobs, link " << llvm::format("%.2f", stats.linkMs)
+                 << " ms, params.bin " << llvm::format("%.2f", stats.paramsMs) << " ms\n";
+    llvm::errs() << "ortc: codegen: " << llvm::format("%.2f", ms(c0, c1))
+                 << " ms, package (kernel compile included): " << llvm::format("%.2f", ms(c1, c2))
                  << " ms\n";
-  size_t kernels = 0;
+  }
+  size_t launches = 0;
+  std::set<std::string> distinct;
   for (const FunctionKernels &f : functions)
-    kernels += f.kernels.size();
+    for (const Launch &l : f.launches) {
+      ++launches;
+      distinct.insert(l.kernel);
+    }
   llvm::errs() << "ortc: wrote " << options.output << " (" << table->tensors().size()
-               << " tensors, " << kernels << " kernels)\n";
+               << " tensors, " << launches << " launches of " << distinct.size()
+               << " distinct kernels)\n";
+  if (!options.report.empty() &&
+      !writeBuildReport(options.report, artifact, functions, stats,
+                        {{"import", importMs},
+                         {"passes", ms(passesStart, c0)},
+                         {"codegen", ms(c0, c1)},
+                         {"package", ms(c1, c2)}},
+                        error2)) {
+    llvm::errs() << "ortc: error: " << error2 << "\n";
+    return 1;
+  }
+  if (options.timing) {
+    struct rusage self {};
+    getrusage(RUSAGE_SELF, &self); // child compilers are not counted
+    llvm::errs() << "ortc: peak RSS " << llvm::format("%.1f", self.ru_maxrss / 1024.0)
+                 << " MB (the ortc process)\n";
+  }
   return 0;
 }
 

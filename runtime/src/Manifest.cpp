@@ -72,9 +72,12 @@ struct Rules {
                                                                 {"dtype", &dtype},
                                                                 {"shape", &shape},
                                                                 {"init", &init}});
-  Rule symbolList = arrayRule(&symbol);
   Rule nameList = arrayRule(&nonEmpty);
-  Rule function = objectRule({"kernels", "inputs", "outputs"}, {{"kernels", &symbolList},
+  Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}});
+  Rule launchArgs = arrayRule(&launchArg);
+  Rule launch = objectRule({"kernel", "args"}, {{"kernel", &symbol}, {"args", &launchArgs}});
+  Rule launchList = arrayRule(&launch);
+  Rule function = objectRule({"launches", "inputs", "outputs"}, {{"launches", &launchList},
                                                                 {"inputs", &nameList},
                                                                 {"outputs", &nameList},
                                                                 {"arena_bytes", &count},
@@ -97,6 +100,8 @@ struct Rules {
     symbol.ref = "symbol";
     tensor.ref = "tensor";
     init.ref = "init";
+    launchArg.ref = "launchArg";
+    launch.ref = "launch";
     function.ref = "function";
     format.constString = "ortc-artifact";
     functions = objectRule({"train_step"}, {});
@@ -347,7 +352,30 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
   }
   for (auto it = j["functions"].begin(); it != j["functions"].end(); ++it) {
     FunctionDesc f;
-    f.kernels = strings(it.value()["kernels"]);
+    std::string where = "function '" + it.key() + "'";
+    for (const auto &l : it.value()["launches"]) {
+      LaunchDesc d;
+      d.kernel = l["kernel"].get<std::string>();
+      for (const auto &a : l["args"]) {
+        if (a.size() != 1) {
+          error = where + ": kernel '" + d.kernel +
+                  "' has an argument that is not exactly one of \"tensor\" or \"arena\"";
+          return ManifestError::Invalid;
+        }
+        LaunchDesc::Arg arg;
+        arg.arena = a.contains("arena");
+        arg.value = a.begin().value().get<int64_t>();
+        if (arg.arena ? arg.value > m.arenaBytes : arg.value >= int64_t(m.tensors.size())) {
+          error = where + ": kernel '" + d.kernel + "' has an argument outside " +
+                  (arg.arena ? "the arena (offset " + std::to_string(arg.value) + " of " +
+                                   std::to_string(m.arenaBytes) + " bytes)"
+                             : "\"tensors\" (index " + std::to_string(arg.value) + ")");
+          return ManifestError::Invalid;
+        }
+        d.args.push_back(arg);
+      }
+      f.launches.push_back(std::move(d));
+    }
     f.inputs = strings(it.value()["inputs"]);
     f.outputs = strings(it.value()["outputs"]);
     for (const auto *list : {&f.inputs, &f.outputs})

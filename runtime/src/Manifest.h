@@ -59,7 +59,7 @@ struct Rule {
 /// The root rule (the whole manifest).
 const Rule &rootRule();
 /// The format_version this runtime reads.
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;
 
 /// Checks `value` against `rule`; on failure sets `error` to "<path>: <what>".
 bool validate(const nlohmann::json &value, const Rule &rule, const std::string &path,
@@ -78,8 +78,20 @@ struct TensorDesc {
   int64_t initOffset = 0, initBytes = 0;
 };
 
+/// One launch of a step program: a kernel symbol and the address of each of its
+/// pointer arguments (kernel_abi.h), a persistent tensor or an arena offset.
+struct LaunchDesc {
+  struct Arg {
+    bool arena = false;
+    int64_t value = 0; ///< tensor index or arena offset
+  };
+  std::string kernel;
+  std::vector<Arg> args;
+};
+
 struct FunctionDesc {
-  std::vector<std::string> kernels, inputs, outputs;
+  std::vector<LaunchDesc> launches;
+  std::vector<std::string> inputs, outputs;
 };
 
 struct Manifest {

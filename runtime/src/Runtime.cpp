@@ -15,6 +15,7 @@
 #include "Manifest.h"
 #include "Npz.h"
 #include "ortc/cpu_features.h"
+#include "ortc/kernel_abi.h"
 #include "ortc/sha256.h"
 
 #include <dlfcn.h>
@@ -31,6 +32,7 @@
 
 namespace fs = std::filesystem;
 using ortc::Manifest;
+using ortc::LaunchDesc;
 using ortc::TensorDesc;
 
 namespace {
@@ -42,15 +44,14 @@ ortc_status fail(ortc_status status, std::string message) {
   return status;
 }
 
-using KernelFn = void (*)(void *const *, char *);
-using GpuKernelFn = void (*)(void *const *, char *, void *);
 
 struct ArtifactData {
   std::string dir; ///< as the caller spelled it, for messages
   Manifest manifest;
   std::string params; ///< params.bin
   void *handle = nullptr;
-  std::map<std::string, std::vector<void *>> kernels; ///< KernelFn or GpuKernelFn
+  /// Per function, the symbol of each launch: ortc_cpu_kernel_fn or ortc_gpu_launcher_fn.
+  std::map<std::string, std::vector<void *>> kernels;
   bool gpu = false;
   /// CPU artifacts: the pool size, applied by every run on the calling thread (OpenMP's
   /// thread count is a per-thread setting; a step may run on another thread than the load).
@@ -226,14 +227,25 @@ struct Loader {
       return fail(ORTC_ERR_KERNEL,
                   path + ": cannot load the kernels: " + (why ? why : "?") + hint);
     }
+    auto *abi = static_cast<const int *>(dlsym(a.handle, "ortc_kernel_abi_version"));
+    if (!abi || *abi != ORTC_KERNEL_ABI_VERSION)
+      return fail(ORTC_ERR_KERNEL,
+                  join(a.dir, a.manifest.kernelsObject) + ": kernel ABI version " +
+                      (abi ? std::to_string(*abi) : std::string("missing")) +
+                      ", this runtime calls version " + std::to_string(ORTC_KERNEL_ABI_VERSION) +
+                      " (rebuild the artifact with a matching ortc)");
+    std::map<std::string, void *> symbols; // each distinct kernel looked up once
     for (const auto &[fn, desc] : a.manifest.functions) {
       std::vector<void *> &list = a.kernels[fn];
-      for (const std::string &k : desc.kernels) {
-        dlerror();
-        void *sym = dlsym(a.handle, k.c_str());
+      for (const LaunchDesc &l : desc.launches) {
+        void *&sym = symbols[l.kernel];
+        if (!sym) {
+          dlerror();
+          sym = dlsym(a.handle, l.kernel.c_str());
+        }
         if (!sym)
           return fail(ORTC_ERR_KERNEL, join(a.dir, a.manifest.kernelsObject) +
-                                           ": missing kernel symbol '" + k +
+                                           ": missing kernel symbol '" + l.kernel +
                                            "' (needed by function '" + fn + "')");
         list.push_back(sym);
       }
@@ -281,6 +293,23 @@ struct ortc_session {
   void *darena = nullptr, *stream = nullptr;
   std::vector<char> hostDirty, deviceNewer;
   std::map<std::string, void *> graphs; ///< captured step graphs, per function
+  /// Per function and launch, the addresses bound to the kernel's arguments (device
+  /// addresses on a GPU). Built once: the tensors and the arena never move, and a
+  /// captured graph (or the mock device's record) may keep pointing at them.
+  std::map<std::string, std::vector<std::vector<void *>>> launchArgs;
+
+  void bindLaunches(const std::vector<void *> &tensors, char *arenaBase) {
+    for (const auto &[fn, desc] : m().functions) {
+      auto &list = launchArgs[fn];
+      for (const LaunchDesc &l : desc.launches) {
+        std::vector<void *> ptrs;
+        for (const LaunchDesc::Arg &a : l.args)
+          ptrs.push_back(a.arena ? static_cast<void *>(arenaBase + a.value)
+                                 : tensors[size_t(a.value)]);
+        list.push_back(std::move(ptrs));
+      }
+    }
+  }
   std::map<std::string, int> runs;
   bool useGraphs = true;
 
@@ -350,8 +379,9 @@ ortc_status ortc_session::runGpu(const std::string &function, const std::vector<
     bool capture = useGraphs && runs[function]++ >= 1;
     if (capture && api.captureBegin(stream) != 0)
       return gpuFail("graph capture");
-    for (void *k : kernels)
-      reinterpret_cast<GpuKernelFn>(k)(dbufs.data(), static_cast<char *>(darena), stream);
+    const auto &args = launchArgs.at(function);
+    for (size_t k = 0; k < kernels.size(); ++k)
+      reinterpret_cast<ortc_gpu_launcher_fn>(kernels[k])(args[k].data(), stream);
     if (capture) {
       void *exec = nullptr;
       if (api.captureEnd(stream, &exec) != 0)
@@ -550,9 +580,13 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
       s->bufs.push_back(p);
     }
     s->bound.assign(m.tensors.size(), 0);
-    if (s->art->gpu)
+    if (s->art->gpu) {
       if (ortc_status st = createDevice(*s))
         return st;
+      s->bindLaunches(s->dbufs, static_cast<char *>(s->darena));
+    } else {
+      s->bindLaunches(s->bufs, s->arena.get());
+    }
     *out = s.release();
     return ORTC_OK;
   });
@@ -681,15 +715,16 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
     return guarded([&] { return s->runGpu(function, kernels); });
   if (int n = s->art->threads; n > 0 && s->art->setOmpThreads)
     s->art->setOmpThreads(n);
+  const auto &args = s->launchArgs.at(function);
   for (size_t k = 0; k < kernels.size(); ++k) {
     try {
-      reinterpret_cast<KernelFn>(kernels[k])(s->bufs.data(), s->arena.get());
+      reinterpret_cast<ortc_cpu_kernel_fn>(kernels[k])(args[k].data());
     } catch (const std::exception &e) {
-      return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" + fn->second.kernels[k] +
-                                       "' failed: " + e.what());
+      return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
+                                       fn->second.launches[k].kernel + "' failed: " + e.what());
     } catch (...) {
-      return fail(ORTC_ERR_KERNEL,
-                  std::string(function) + ": kernel '" + fn->second.kernels[k] + "' failed");
+      return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
+                                       fn->second.launches[k].kernel + "' failed");
     }
   }
   return ORTC_OK;

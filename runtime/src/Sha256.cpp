@@ -1,6 +1,7 @@
 //===- Sha256.cpp - SHA-256 (FIPS 180-4) ---------------------------------===//
 #include "ortc/sha256.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -42,29 +43,60 @@ void block(uint32_t h[8], const uint8_t *p) {
 
 } // namespace
 
-std::string sha256Hex(const void *data, size_t size) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+Sha256::Sha256() { reset(); }
+
+void Sha256::reset() {
+  static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  std::memcpy(h, init, sizeof h);
+  pending = 0;
+  total = 0;
+}
+
+void Sha256::update(const void *data, size_t size) {
   const uint8_t *p = static_cast<const uint8_t *>(data);
+  total += size;
+  if (pending) { // fill the partial block first
+    size_t take = std::min<size_t>(64 - pending, size);
+    std::memcpy(buf + pending, p, take);
+    pending += take;
+    p += take;
+    size -= take;
+    if (pending < 64)
+      return;
+    block(h, buf);
+    pending = 0;
+  }
   size_t full = size / 64 * 64;
   for (size_t i = 0; i < full; i += 64)
     block(h, p + i);
+  std::memcpy(buf, p + full, size - full);
+  pending = size - full;
+}
+
+std::string Sha256::hex() {
   uint8_t tail[128] = {0};
-  size_t rest = size - full;
-  std::memcpy(tail, p + full, rest);
-  tail[rest] = 0x80;
-  size_t len = rest + 9 <= 64 ? 64 : 128;
-  uint64_t bits = uint64_t(size) * 8;
+  std::memcpy(tail, buf, pending);
+  tail[pending] = 0x80;
+  size_t len = pending + 9 <= 64 ? 64 : 128;
+  uint64_t bits = total * 8;
   for (int i = 0; i < 8; ++i)
     tail[len - 1 - i] = uint8_t(bits >> (8 * i));
   for (size_t i = 0; i < len; i += 64)
     block(h, tail + i);
-  static const char *hex = "0123456789abcdef";
+  static const char *digits = "0123456789abcdef";
   std::string out;
   for (uint32_t v : h)
     for (int s = 28; s >= 0; s -= 4)
-      out += hex[(v >> s) & 15];
+      out += digits[(v >> s) & 15];
+  reset();
   return out;
+}
+
+std::string sha256Hex(const void *data, size_t size) {
+  Sha256 s;
+  s.update(data, size);
+  return s.hex();
 }
 
 } // namespace ortc

@@ -34,28 +34,34 @@ def read_lines(path):
 def to_mock_gpu(cpu_dir, out_dir, arch="sm_90"):
     """A cuda-target copy of the CPU artifact `cpu_dir` running on the mock device."""
     os.makedirs(out_dir)
-    with open(os.path.join(cpu_dir, "kernels.cpp")) as f:
-        src = f.read()
-    names = re.findall(r'extern "C" void (ortc_\w+)\(void \*const \*bufs, char \*arena\) \{', src)
-    src = re.sub(r'extern "C" void (ortc_\w+)\(void \*const \*bufs, char \*arena\) \{',
-                 r"static void cpu_\1(void *const *bufs, char *arena) {", src)
-    src += '\n#include "mock_gpu_glue.inc"\n\n'
+    m = load_json(os.path.join(cpu_dir, "manifest.json"))
+    units = sorted(f for f in m["files"] if re.fullmatch(r"kernels_\d+\.cpp", f))
+    # Each CPU kernel becomes cpu_<name> in its unit; one glue unit gives every name
+    # the GPU launcher signature over the mock device.
+    names = []
+    kernel = re.compile(r'extern "C" void (ortc_\w+)\(void \*const \*ptrs\) \{')
+    for u in units:
+        with open(os.path.join(cpu_dir, u)) as f:
+            src = f.read()
+        names += kernel.findall(src)
+        with open(os.path.join(out_dir, u), "w") as f:
+            f.write(kernel.sub(r'extern "C" void cpu_\1(void *const *ptrs) {', src))
+    glue = '#include "mock_gpu_glue.inc"\n\n'
     for n in names:
-        src += ('extern "C" void %s(void *const *bufs, char *arena, void *) '
-                "{ mock::launch(cpu_%s, bufs, arena); }\n" % (n, n))
-    with open(os.path.join(out_dir, "kernels.cpp"), "w") as f:
-        f.write(src)
-    for name in ("ortc_kernels.h", "params.bin"):
+        glue += ('extern "C" void cpu_%s(void *const *ptrs);\n'
+                 'extern "C" void %s(void *const *ptrs, void *) { mock::launch(cpu_%s, ptrs); }\n' % (n, n, n))
+    with open(os.path.join(out_dir, "mock_launchers.cpp"), "w") as f:
+        f.write(glue)
+    for name in ("ortc_kernels.h", "ortc_kernel_abi.h", "params.bin"):
         shutil.copy(os.path.join(cpu_dir, name), out_dir)
     shutil.copy(os.path.join(HERE, "mock_gpu_glue.inc"), out_dir)
     # The CPU artifact's flags (codegen/Artifact.cpp), so both train bit for bit alike.
     run(["c++", "-std=c++17", "-O1", "-march=x86-64-v3", "-fno-math-errno", "-fno-trapping-math",
-         "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o",
-         os.path.join(out_dir, "kernels.so"), os.path.join(out_dir, "kernels.cpp"), "-ldnnl", "-lmvec"])
-    m = load_json(os.path.join(cpu_dir, "manifest.json"))
+         "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o", os.path.join(out_dir, "kernels.so")]
+        + [os.path.join(out_dir, u) for u in units + ["mock_launchers.cpp"]] + ["-ldnnl", "-lmvec"])
     m["target"], m["arch"] = "cuda", [arch]
     m["files"] = {}
-    for name in ("kernels.cpp", "kernels.so", "ortc_kernels.h", "params.bin"):
+    for name in units + ["mock_launchers.cpp", "kernels.so", "ortc_kernels.h", "ortc_kernel_abi.h", "params.bin"]:
         with open(os.path.join(out_dir, name), "rb") as f:
             m["files"][name] = hashlib.sha256(f.read()).hexdigest()
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
@@ -103,7 +109,7 @@ class MockGpuRuntime(unittest.TestCase):
             for k in ref[1]:
                 np.testing.assert_array_equal(got[1][k], ref[1][k], err_msg=k)
         manifest = load_json(os.path.join(gpu, "manifest.json"))
-        kernels = len(manifest["functions"]["train_step"]["kernels"])
+        kernels = len(manifest["functions"]["train_step"]["launches"])
         g, e = graphs[2], eager[2]
         # Graphs: step 1 eager, step 2 captured (nothing runs) then replayed, 3-5 replayed.
         self.assertEqual((g["captures"], g["graph_launches"]), (1, 4), g)

@@ -120,7 +120,15 @@ int main(int argc, char **argv) {
   debug->add_option("--dump-after", dumpAfter,
                     "Dump the IR after these passes (or 'all')")->delimiter(',');
   debug->add_option("--dump-dir", b.dumpDir, "Folder for the numbered dump files");
-  debug->add_flag("--timing", b.timing, "Print the time of each phase and pass");
+  debug->add_flag("--timing", b.timing,
+                  "Print the time of each phase and pass, each kernel unit's compile and "
+                  "cache hits");
+  debug->add_option("--report", b.report,
+                    "Write a JSON report: kernels (launches, distinct), compile units, cache "
+                    "hits, phase times");
+  build->add_option("-j,--jobs", b.jobs,
+                    "Kernel units compiled at once (default: one per CPU core)")
+      ->check(CLI::Range(1u, 1024u));
 
   std::string inspectModel;
   auto *inspect = app.add_subcommand("inspect", "Summarise an ONNX model as ortc imports it");

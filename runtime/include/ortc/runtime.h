@@ -92,7 +92,7 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out);
 /// NULL is a no-op.
 void ortc_session_free(ortc_session *session);
 
-/// Number of persistent tensors (manifest order; kernels see them as bufs[i]).
+/// Number of persistent tensors (manifest order; a launch argument {"tensor": i} is the i-th).
 int64_t ortc_tensor_count(const ortc_session *session);
 /// Describes tensor `index`; any out-pointer may be NULL. Strings and dims stay valid
 /// while the session lives.

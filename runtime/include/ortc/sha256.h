@@ -2,15 +2,33 @@
 //
 // The compiler writes, and the runtime checks, the SHA-256 of every artifact file;
 // both use this one implementation (no OpenSSL dependency in the runtime).
+// The incremental form hashes params.bin while it is streamed to disk.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_RUNTIME_SHA256_H
 #define ORTC_RUNTIME_SHA256_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace ortc {
+/// Incremental SHA-256: hash a file while it is written, without holding it.
+class Sha256 {
+public:
+  Sha256();
+  void update(const void *data, size_t size);
+  /// The lower-case hex digest of everything updated so far; starts over.
+  std::string hex();
+
+private:
+  void reset();
+  uint32_t h[8];
+  uint8_t buf[64];
+  size_t pending;
+  uint64_t total;
+};
+
 /// Lower-case hex SHA-256 of `size` bytes at `data`.
 std::string sha256Hex(const void *data, size_t size);
 inline std::string sha256Hex(const std::string &bytes) {

@@ -197,14 +197,14 @@ TEST(ManifestSchema, ComparisonDetectsDrift) {
 TEST(ManifestSchema, CheckerReportsThePath) {
   json m = {
       {"format", "ortc-artifact"},
-      {"format_version", 1},
+      {"format_version", 2},
       {"target", "cpu"},
       {"arch", {"x86-64-v2"}},
       {"kernels_object", "kernels.so"},
       {"arena_bytes", 0},
       {"functions",
        {{"train_step",
-         {{"kernels", json::array()}, {"inputs", json::array()}, {"outputs", json::array()}}}}},
+         {{"launches", json::array()}, {"inputs", json::array()}, {"outputs", json::array()}}}}},
       {"files", {{"kernels.so", std::string(64, 'a')}}},
       {"tensors", {{{"name", "w"}, {"role", "weights"}, {"dtype", "f32"}, {"shape", {2}}}}}};
   std::string error;
@@ -225,21 +225,24 @@ TEST(ManifestSchema, CheckerReportsThePath) {
   EXPECT_FALSE(ortc::manifest::validate(m, ortc::manifest::rootRule(), "", error));
   EXPECT_EQ(error, "manifest: unknown key \"extra\"");
   m.erase("extra");
-  m["functions"]["train_step"].erase("kernels");
+  m["functions"]["train_step"]["launches"] = {{{"kernel", "k0"}, {"args", {{{"arena", -4}}}}}};
   EXPECT_FALSE(ortc::manifest::validate(m, ortc::manifest::rootRule(), "", error));
-  EXPECT_EQ(error, "functions.train_step: missing required key \"kernels\"");
+  EXPECT_EQ(error, "functions.train_step.launches[0].args[0].arena: -4 is below the minimum 0");
+  m["functions"]["train_step"].erase("launches");
+  EXPECT_FALSE(ortc::manifest::validate(m, ortc::manifest::rootRule(), "", error));
+  EXPECT_EQ(error, "functions.train_step: missing required key \"launches\"");
 }
 
 TEST(ManifestSchema, SemanticChecks) {
   json m = {{"format", "ortc-artifact"},
-            {"format_version", 1},
+            {"format_version", 2},
             {"target", "cpu"},
             {"arch", {"x86-64-v2"}},
             {"kernels_object", "kernels.so"},
             {"arena_bytes", 0},
             {"functions",
              {{"train_step",
-               {{"kernels", json::array()}, {"inputs", {"x"}}, {"outputs", json::array()}}}}},
+               {{"launches", json::array()}, {"inputs", {"x"}}, {"outputs", json::array()}}}}},
             {"files", {{"kernels.so", std::string(64, 'a')}, {"params.bin", std::string(64, 'b')}}},
             {"tensors",
              {{{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {2, 3}}},
@@ -272,7 +275,7 @@ TEST(ManifestSchema, SemanticChecks) {
   bad = m;
   bad["format_version"] = 7;
   EXPECT_EQ(ortc::parseManifest(bad.dump(), parsed, error), ortc::ManifestError::Version);
-  EXPECT_EQ(error, "format version 7, but this runtime reads version 1");
+  EXPECT_EQ(error, "format version 7, but this runtime reads version 2");
   bad = m;
   bad["target"] = "rocm";
   EXPECT_EQ(ortc::parseManifest(bad.dump(), parsed, error), ortc::ManifestError::None) << error;

@@ -202,11 +202,11 @@ TEST(Runtime, RefusesShaMismatchNamingTheFile) {
 
 TEST(Runtime, RefusesOtherFormatVersion) {
   TestArtifact a("Runtime.Version");
-  a.manifest["format_version"] = 2;
+  a.manifest["format_version"] = 3;
   a.write();
   std::string msg;
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_VERSION);
-  EXPECT_NE(msg.find("manifest.json: format version 2, but this runtime reads version 1"),
+  EXPECT_NE(msg.find("manifest.json: format version 3, but this runtime reads version 2"),
             std::string::npos)
       << msg;
 }
@@ -232,7 +232,8 @@ TEST(Runtime, RefusesOtherTarget) {
 
 TEST(Runtime, RefusesMissingKernelSymbol) {
   TestArtifact a("Runtime.Symbol");
-  a.manifest["functions"]["eval_step"]["kernels"].push_back("ortc_eval_step_k9");
+  a.manifest["functions"]["eval_step"]["launches"].push_back(
+      {{"kernel", "ortc_eval_step_k9"}, {"args", nlohmann::json::array()}});
   a.write();
   std::string msg;
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_KERNEL);
@@ -267,6 +268,47 @@ TEST(Runtime, RefusesBrokenManifests) {
   std::filesystem::remove_all(none.dir);
   EXPECT_EQ(loadStatus(none, msg), ORTC_ERR_IO);
   EXPECT_NE(msg.find("model.ortc: not an ortc artifact (no such directory)"), std::string::npos)
+      << msg;
+}
+
+TEST(Runtime, RefusesLaunchArgumentsOutsideTheArtifact) {
+  TestArtifact a("Runtime.LaunchArgs");
+  a.write();
+  std::string msg;
+  auto &args = a.manifest["functions"]["train_step"]["launches"][1]["args"];
+  args[0] = {{"tensor", 12}};
+  a.rehashAndWriteManifest();
+  EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
+  EXPECT_NE(msg.find("function 'train_step': kernel 'ortc_train_step_k1' has an argument "
+                     "outside \"tensors\" (index 12)"),
+            std::string::npos)
+      << msg;
+  args[0] = {{"arena", 257}};
+  a.rehashAndWriteManifest();
+  EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
+  EXPECT_NE(msg.find("outside the arena (offset 257 of 256 bytes)"), std::string::npos) << msg;
+  args[0] = {{"arena", 0}, {"tensor", 0}};
+  a.rehashAndWriteManifest();
+  EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
+  EXPECT_NE(msg.find("not exactly one of \"tensor\" or \"arena\""), std::string::npos) << msg;
+}
+
+TEST(Runtime, RefusesKernelsOfAnotherAbi) {
+  TestArtifact a("Runtime.Abi");
+  a.write();
+  std::string source = testKernelsSource();
+  const std::string version = "ortc_kernel_abi_version = 2";
+  source.replace(source.find(version), version.size(), "ortc_kernel_abi_version = 1");
+  writeBytes(a.dir + "/old.cpp", source);
+  ASSERT_EQ(shell(std::string(ORTC_TEST_CXX) + " -std=c++17 -fPIC -shared '" + a.dir +
+                  "/old.cpp' -o '" + a.dir + "/kernels.so'"),
+            0);
+  std::filesystem::remove(a.dir + "/old.cpp");
+  a.rehashAndWriteManifest();
+  std::string msg;
+  EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_KERNEL);
+  EXPECT_NE(msg.find("kernels.so: kernel ABI version 1, this runtime calls version 2"),
+            std::string::npos)
       << msg;
 }
 

@@ -41,3 +41,24 @@ TEST(Sha256, AllByteValues) {
     bytes += char(i);
   EXPECT_EQ(sha256Hex(bytes), "40aff2e9d2d8922e47afd4648e6967497158785fbd1da870e7110266bf944880");
 }
+
+TEST(Sha256, IncrementalMatchesOneShotForEverySplit) {
+  // params.bin is hashed while streamed in pieces of any size: every split point
+  // of a 200-byte message (across block and padding boundaries) and a split into
+  // single bytes must give the one-shot digest.
+  std::string bytes;
+  for (int i = 0; i < 200; ++i)
+    bytes += char(i * 7 + 3);
+  std::string expected = sha256Hex(bytes);
+  ortc::Sha256 s;
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    s.update(bytes.data(), cut);
+    s.update(bytes.data() + cut, bytes.size() - cut);
+    EXPECT_EQ(s.hex(), expected) << "split at " << cut;
+  }
+  for (char c : bytes)
+    s.update(&c, 1);
+  EXPECT_EQ(s.hex(), expected);
+  s.update("abc", 3);
+  EXPECT_EQ(s.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}

@@ -1,8 +1,10 @@
 //===- TestArtifact.cpp - Hand-built artifacts for the runtime tests -----===//
 //
 // Why: see TestArtifact.h. The kernels below follow the real kernel ABI
-// (`extern "C" void k(void *const *bufs, char *arena)`), use the arena for
-// intermediates, and honour the finite flag exactly as generated code does.
+// (runtime/include/ortc/kernel_abi.h: `extern "C" void k(void *const *ptrs)`; here
+// every launch binds ptrs[0..11] to the twelve tensors and ptrs[12] to the arena),
+// use the arena for intermediates, and honour the finite flag exactly as generated
+// code does.
 //
 //===----------------------------------------------------------------------===//
 #include "TestArtifact.h"
@@ -26,16 +28,19 @@ const std::string &testKernelsSource() {
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-enum { X, Labels, Lr, Seed, W, Count, Momentum, Step, Scale, Loss, Finite, Pred };
+enum { X, Labels, Lr, Seed, W, Count, Momentum, Step, Scale, Loss, Finite, Pred, Arena };
+extern "C" const int ortc_kernel_abi_version = 2;
 #define F(i) static_cast<float *>(bufs[i])
 // k0: the prediction, into the arena.
-extern "C" void ortc_train_step_k0(void *const *bufs, char *arena) {
+extern "C" void ortc_train_step_k0(void *const *bufs) {
+  char *arena = static_cast<char *>(bufs[Arena]);
   float *pred = reinterpret_cast<float *>(arena);
   for (int i = 0; i < 4; ++i)
     pred[i] = *F(Scale) * F(W)[i] * F(X)[i];
 }
 // k1: loss, gradient (arena + 64) and the finite flag.
-extern "C" void ortc_train_step_k1(void *const *bufs, char *arena) {
+extern "C" void ortc_train_step_k1(void *const *bufs) {
+  char *arena = static_cast<char *>(bufs[Arena]);
   float *pred = reinterpret_cast<float *>(arena), *g = pred + 16;
   float loss = 0;
   for (int i = 0; i < 4; ++i) {
@@ -50,7 +55,8 @@ extern "C" void ortc_train_step_k1(void *const *bufs, char *arena) {
   *static_cast<uint8_t *>(bufs[Finite]) = ok;
 }
 // k2: SGD with momentum; parameters, buffers and state move only on finite steps.
-extern "C" void ortc_train_step_k2(void *const *bufs, char *arena) {
+extern "C" void ortc_train_step_k2(void *const *bufs) {
+  char *arena = static_cast<char *>(bufs[Arena]);
   if (!*static_cast<uint8_t *>(bufs[Finite]))
     return;
   float *g = reinterpret_cast<float *>(arena) + 16;
@@ -61,7 +67,7 @@ extern "C" void ortc_train_step_k2(void *const *bufs, char *arena) {
   *F(Count) += 1;
   *static_cast<int64_t *>(bufs[Step]) += 1;
 }
-extern "C" void ortc_eval_step_k0(void *const *bufs, char *) {
+extern "C" void ortc_eval_step_k0(void *const *bufs) {
   float loss = 0;
   for (int i = 0; i < 4; ++i) {
     F(Pred)[i] = *F(Scale) * F(W)[i] * F(X)[i];
@@ -142,13 +148,21 @@ TestArtifact::TestArtifact(const std::string &testName) {
        tensor("w.momentum_buffer", "state", "f32", {4}), tensor("step", "state", "i64", {}),
        tensor("scale", "constant", "f32", {}), tensor("loss", "output", "f32", {}),
        tensor("finite", "output", "bool", {}), tensor("pred", "output", "f32", {4})});
+  // Every test kernel sees the twelve tensors, then the arena.
+  auto launch = [](const char *kernel) {
+    json args = json::array();
+    for (int i = 0; i < 12; ++i)
+      args.push_back({{"tensor", i}});
+    args.push_back({{"arena", 0}});
+    return json{{"kernel", kernel}, {"args", args}};
+  };
   float scale = 1.0f;
   params.assign(reinterpret_cast<const char *>(w0.data()), 16);
   params.append(reinterpret_cast<const char *>(&scale), 4);
   tensors[W]["init"] = {{"offset", 0}, {"bytes", 16}};
   tensors[Scale]["init"] = {{"offset", 16}, {"bytes", 4}};
   manifest = {{"format", "ortc-artifact"},
-              {"format_version", 1},
+              {"format_version", 2},
               {"target", "cpu"},
               {"arch", {"x86-64-v2"}},
               {"kernels_object", "kernels.so"},
@@ -156,13 +170,14 @@ TestArtifact::TestArtifact(const std::string &testName) {
               {"tensors", tensors},
               {"functions",
                {{"train_step",
-                 {{"kernels", {"ortc_train_step_k0", "ortc_train_step_k1", "ortc_train_step_k2"}},
+                 {{"launches", {launch("ortc_train_step_k0"), launch("ortc_train_step_k1"),
+                               launch("ortc_train_step_k2")}},
                   {"inputs", {"x", "labels", "lr", "seed"}},
                   {"outputs", {"loss", "finite"}},
                   {"arena_bytes", 256},
                   {"arena_lower_bound", 160}}},
                 {"eval_step",
-                 {{"kernels", {"ortc_eval_step_k0"}},
+                 {{"launches", {launch("ortc_eval_step_k0")}},
                   {"inputs", {"x", "labels"}},
                   {"outputs", {"loss", "pred"}}}}}},
               {"files", json::object()}};

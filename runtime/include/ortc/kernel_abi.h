@@ -1,0 +1,37 @@
+/*===- kernel_abi.h - The contract between generated kernels and the runtime -===*
+ *
+ * Why: the compiler prints kernels and the runtime calls them, and neither may
+ * guess the other's conventions. This header is the one place both include: the
+ * runtime directly, the generated source as `ortc_kernel_abi.h`, a copy the
+ * compiler writes into every artifact.
+ *
+ * A kernel is a function of its operands: it receives the addresses of the
+ * buffers it reads and writes as `ptrs[0..n)`, in the order of the "args" of the
+ * launch in manifest.json (a persistent tensor, or an offset into the arena).
+ * Sizes stay compile-time constants in the body. So every launch with the same
+ * printed body (each layer of a transformer) shares one compiled kernel.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef ORTC_KERNEL_ABI_H
+#define ORTC_KERNEL_ABI_H
+
+/* Bumped when the calling convention changes; kernels.so exports it as
+ * `ortc_kernel_abi_version` and the runtime refuses another. */
+#define ORTC_KERNEL_ABI_VERSION 2
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CPU target: runs the kernel on the calling thread (OpenMP inside). */
+typedef void (*ortc_cpu_kernel_fn)(void *const *ptrs);
+
+/* The GPU targets: a host launcher that only enqueues work on `stream`
+ * (a cudaStream_t / hipStream_t); `ptrs` are device addresses. */
+typedef void (*ortc_gpu_launcher_fn)(void *const *ptrs, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ORTC_KERNEL_ABI_H */
