@@ -126,13 +126,17 @@ std::string readFile(const fs::path &path) {
 /// The artifact's copy of runtime/include/ortc/kernel_abi.h, which the source includes.
 constexpr const char *kKernelAbiName = "ortc_kernel_abi.h";
 
-/// A function's step program: [{"kernel": name, "args": [{"tensor": i} | {"arena": offset}]}].
+/// A function's step program:
+/// [{"kernel": name, "args": [{"tensor": i} | {"arena": offset} | {"value": v}]}].
 nlohmann::json launches(const FunctionKernels &f) {
   nlohmann::json list = nlohmann::json::array();
   for (const Launch &l : f.launches) {
     nlohmann::json args = nlohmann::json::array();
     for (const LaunchArg &a : l.args)
-      args.push_back({{a.kind == LaunchArg::Arena ? "arena" : "tensor", a.value}});
+      args.push_back({{a.kind == LaunchArg::Arena   ? "arena"
+                       : a.kind == LaunchArg::Value ? "value"
+                                                    : "tensor",
+                       a.value}});
     list.push_back({{"kernel", l.kernel}, {"args", std::move(args)}});
   }
   return list;
@@ -183,20 +187,21 @@ public:
       fs::rename(tmp, root / key, ec); // fails harmlessly when a peer stored it first
     fs::remove_all(tmp, ec);
   }
-  bool fetchObject(const std::string &key, const fs::path &obj) {
+  /// A single-file entry `units/<key><ext>` (unit objects, precompiled headers).
+  bool fetchObject(const std::string &key, const fs::path &obj, const std::string &ext = ".o") {
     std::error_code ec;
-    fs::path entry = root / "units" / (key + ".o");
+    fs::path entry = root / "units" / (key + ext);
     if (!enabled() || !fs::copy_file(entry, obj, fs::copy_options::overwrite_existing, ec))
       return false;
     touch(entry);
     return true;
   }
-  void storeObject(const std::string &key, const fs::path &obj) {
+  void storeObject(const std::string &key, const fs::path &obj, const std::string &ext = ".o") {
     if (!enabled())
       return;
     std::error_code ec;
     fs::create_directories(root / "units", ec);
-    fs::path entry = root / "units" / (key + ".o"), tmp = temporary(entry);
+    fs::path entry = root / "units" / (key + ext), tmp = temporary(entry);
     if (fs::copy_file(obj, tmp, fs::copy_options::overwrite_existing, ec))
       fs::rename(tmp, entry, ec);
     fs::remove(tmp, ec);
@@ -309,6 +314,23 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
         todo.push_back(i);
       }
     }
+    // The kernel library's precompiled header, made once per library, compiler and
+    // flags (cached like a unit): every unit includes it first.
+    std::string pch = build.libraryName + ".gch";
+    if (!todo.empty() && build.precompile) {
+      std::string pchKey = sha256Hex(headers + "\nprecompiled header");
+      auto h0 = std::chrono::steady_clock::now();
+      if (cache.fetchObject(pchKey, dir / pch, ".gch")) {
+        stats.units.insert(stats.units.begin(), {pch, true, 0});
+      } else {
+        if (!runCompileCommands({build.precompile(dir.string())}, dir.string(),
+                                "precompiling " + build.libraryName, error))
+          return false;
+        cache.storeObject(pchKey, dir / pch, ".gch");
+        stats.units.insert(stats.units.begin(), {pch, false, msSince(h0)});
+      }
+    }
+    size_t first = stats.units.size() - names.size(); // the units' entries in stats
     std::atomic<size_t> next{0}, done{0};
     std::mutex failMutex;
     std::string firstError;
@@ -327,7 +349,7 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
           next = todo.size(); // stop handing out work
           continue;
         }
-        stats.units[i].compileMs = msSince(u0);
+        stats.units[first + i].compileMs = msSince(u0);
         cache.storeObject(keys[i], dir / objs[i]);
         size_t n = ++done;
         if (progress && msSince(t0) > 2000) {
@@ -357,6 +379,7 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
     std::error_code ec;
     for (const std::string &o : objs)
       fs::remove(dir / o, ec);
+    fs::remove(dir / pch, ec);
   }
   for (const std::string &p : build.products)
     if (!fs::exists(dir / p)) {
@@ -453,6 +476,10 @@ KernelBuild cpuKernelBuild(const std::string &level,
                                     const std::string &obj) {
     return "cd " + shellQuote(dir) + " && " + compiler + " " + flags + " -c " + shellQuote(src) +
            " -o " + shellQuote(obj);
+  };
+  b.precompile = [compiler, flags](const std::string &dir) {
+    return "cd " + shellQuote(dir) + " && " + compiler + " " + flags +
+           " -x c++-header ortc_kernels.h -o ortc_kernels.h.gch";
   };
   b.link = [compiler, linkFlags](const std::string &dir, const std::vector<std::string> &objs) {
     std::string cmd = "cd " + shellQuote(dir) + " && " + compiler + " " + linkFlags;

@@ -42,10 +42,12 @@ private:
   std::map<std::string, unsigned> byName;
 };
 
-/// Where one operand of a launch lives: a persistent tensor (manifest index) or
-/// an offset into the arena. The step program binds each kernel argument to one.
+/// Where one operand of a launch lives: a persistent tensor (manifest index), an
+/// offset into the arena, or an int64 value the runtime keeps for the launch (a
+/// per-op constant such as dropout's stream key, so equal kernels stay one). The
+/// step program binds each kernel argument to one.
 struct LaunchArg {
-  enum Kind { Tensor, Arena } kind = Tensor;
+  enum Kind { Tensor, Arena, Value } kind = Tensor;
   int64_t value = 0;
   bool operator==(const LaunchArg &o) const { return kind == o.kind && value == o.value; }
 };
@@ -111,6 +113,10 @@ struct KernelBuild {
       compileUnit;
   std::function<std::string(const std::string &dir, const std::vector<std::string> &objs)>
       link;
+  /// Units (optional): the command writing `<libraryName>.gch`, a precompiled kernel
+  /// library header that every unit includes first (about half of a unit's compile
+  /// is parsing the library otherwise).
+  std::function<std::string(const std::string &dir)> precompile;
 };
 
 /// The default x86-64 level of the cpu target: AVX2 + FMA, which every x86-64

@@ -175,6 +175,11 @@ std::string KernelPrinter::destFor(unsigned resultIndex) {
   return slot({LaunchArg::Tensor, table.indexOf(resultName(fn, resultIndex))});
 }
 
+std::string KernelPrinter::streamKey(uint64_t key) {
+  return "static_cast<uint64_t>(*(const int64_t *)(" +
+         slot({LaunchArg::Value, static_cast<int64_t>(key)}) + "))";
+}
+
 std::string KernelPrinter::slot(LaunchArg arg) {
   auto it = llvm::find(slots, arg);
   size_t k = it - slots.begin();

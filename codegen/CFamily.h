@@ -91,6 +91,10 @@ protected:
   std::string typed(mlir::Value v, bool writable = false);
   /// A null pointer typed like `like` (the libraries deduce T from every pointer).
   std::string typedNull(mlir::Value like, bool writable = false);
+  /// A C expression for `key`, a per-op constant that only picks a random stream:
+  /// read from a launch argument {"value": key} (on the host, also on GPUs) so that
+  /// the dropouts of every layer share one kernel.
+  std::string streamKey(uint64_t key);
   /// The destination tensor of result `i` of the function being printed.
   std::string destFor(unsigned resultIndex);
   /// A splat constant's value as a literal, or nullopt.

@@ -151,16 +151,14 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         body << "  ortc::kern::randomUniform(" << typed(res, true) << ", " << numElements(res)
              << ", " << llvm::formatv("{0:e17}", r.getLow().convertToDouble()).str() << ", "
              << llvm::formatv("{0:e17}", r.getHigh().convertToDouble()).str()
-             << ", static_cast<uint64_t>(" << scalar(r.getSeed()) << "), " << r.getKey()
-             << "ULL);\n";
+             << ", static_cast<uint64_t>(" << scalar(r.getSeed()) << "), " << streamKey(r.getKey()) << ");\n";
         return success();
       })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) {
         body << "  ortc::kern::" << (isa<DropoutOp>(op) ? "dropout" : "dropoutGrad") << "("
              << typed(op->getOperand(0)) << ", " << typed(res, true) << ", " << numElements(res)
              << ", " << llvm::formatv("{0:e17}", d.getRatio().convertToDouble()).str()
-             << ", static_cast<uint64_t>(" << scalar(d.getSeed()) << "), " << d.getKey()
-             << "ULL);\n";
+             << ", static_cast<uint64_t>(" << scalar(d.getSeed()) << "), " << streamKey(d.getKey()) << ");\n";
         return success();
       })
       .Case<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>([&](auto s) {
@@ -247,7 +245,8 @@ LogicalResult emitCpuKernels(ModuleOp module, const TensorTable &table,
            "// addresses of its operands (ptrs[k]; each launch's \"args\" in manifest.json say\n"
            "// where they live, ortc_kernel_abi.h the convention); heavy ops call the shared\n"
            "// kernel library ortc_kernels.h.\n"
-           "#include \"ortc_kernel_abi.h\"\n#include \"ortc_kernels.h\"\n\n#include <cmath>\n"
+           "#include \"ortc_kernels.h\" // first: it is precompiled\n"
+           "#include \"ortc_kernel_abi.h\"\n\n#include <cmath>\n"
            "#include <cstring>\n#include <limits>\n#include <vector>\n\n";
     if (units.empty())
       out << "extern \"C\" const int ortc_kernel_abi_version = ORTC_KERNEL_ABI_VERSION;\n\n";

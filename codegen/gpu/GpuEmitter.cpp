@@ -289,7 +289,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << L << "randomUniform(" << typed(res, true) << ", " << numElements(res)
              << ", " << llvm::formatv("{0:e17}", r.getLow().convertToDouble()).str() << ", "
              << llvm::formatv("{0:e17}", r.getHigh().convertToDouble()).str() << ", "
-             << typed(r.getSeed()) << ", " << r.getKey() << "ULL, s);\n";
+             << typed(r.getSeed()) << ", " << streamKey(r.getKey()) << ", s);\n";
         gridNote(numElements(res), "one element per thread");
         return success();
       })
@@ -298,7 +298,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << L << "dropout(" << typed(op->getOperand(0)) << ", " << typed(res, true)
              << ", " << numElements(res) << ", "
              << llvm::formatv("{0:e17}", d.getRatio().convertToDouble()).str() << ", "
-             << typed(d.getSeed()) << ", " << d.getKey() << "ULL, s);\n";
+             << typed(d.getSeed()) << ", " << streamKey(d.getKey()) << ", s);\n";
         gridNote(numElements(res), "one element per thread");
         return success();
       })

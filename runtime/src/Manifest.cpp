@@ -73,7 +73,8 @@ struct Rules {
                                                                 {"shape", &shape},
                                                                 {"init", &init}});
   Rule nameList = arrayRule(&nonEmpty);
-  Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}});
+  Rule anyInt = intRule({});
+  Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}, {"value", &anyInt}});
   Rule launchArgs = arrayRule(&launchArg);
   Rule launch = objectRule({"kernel", "args"}, {{"kernel", &symbol}, {"args", &launchArgs}});
   Rule launchList = arrayRule(&launch);
@@ -359,17 +360,22 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
       for (const auto &a : l["args"]) {
         if (a.size() != 1) {
           error = where + ": kernel '" + d.kernel +
-                  "' has an argument that is not exactly one of \"tensor\" or \"arena\"";
+                  "' has an argument that is not exactly one of \"tensor\", \"arena\" or "
+                  "\"value\"";
           return ManifestError::Invalid;
         }
         LaunchDesc::Arg arg;
-        arg.arena = a.contains("arena");
+        arg.kind = a.contains("arena")   ? LaunchDesc::Arg::Arena
+                   : a.contains("value") ? LaunchDesc::Arg::Value
+                                         : LaunchDesc::Arg::Tensor;
         arg.value = a.begin().value().get<int64_t>();
-        if (arg.arena ? arg.value > m.arenaBytes : arg.value >= int64_t(m.tensors.size())) {
+        bool inArena = arg.kind == LaunchDesc::Arg::Arena;
+        if ((inArena && arg.value > m.arenaBytes) ||
+            (arg.kind == LaunchDesc::Arg::Tensor && arg.value >= int64_t(m.tensors.size()))) {
           error = where + ": kernel '" + d.kernel + "' has an argument outside " +
-                  (arg.arena ? "the arena (offset " + std::to_string(arg.value) + " of " +
-                                   std::to_string(m.arenaBytes) + " bytes)"
-                             : "\"tensors\" (index " + std::to_string(arg.value) + ")");
+                  (inArena ? "the arena (offset " + std::to_string(arg.value) + " of " +
+                                 std::to_string(m.arenaBytes) + " bytes)"
+                           : "\"tensors\" (index " + std::to_string(arg.value) + ")");
           return ManifestError::Invalid;
         }
         d.args.push_back(arg);

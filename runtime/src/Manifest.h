@@ -78,12 +78,13 @@ struct TensorDesc {
   int64_t initOffset = 0, initBytes = 0;
 };
 
-/// One launch of a step program: a kernel symbol and the address of each of its
-/// pointer arguments (kernel_abi.h), a persistent tensor or an arena offset.
+/// One launch of a step program: a kernel symbol and what each of its pointer
+/// arguments (kernel_abi.h) points at: a persistent tensor, an arena offset, or an
+/// int64 value held for the launch.
 struct LaunchDesc {
   struct Arg {
-    bool arena = false;
-    int64_t value = 0; ///< tensor index or arena offset
+    enum Kind { Tensor, Arena, Value } kind = Tensor;
+    int64_t value = 0; ///< tensor index, arena offset or the value
   };
   std::string kernel;
   std::vector<Arg> args;

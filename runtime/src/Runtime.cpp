@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <deque>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -297,15 +298,25 @@ struct ortc_session {
   /// addresses on a GPU). Built once: the tensors and the arena never move, and a
   /// captured graph (or the mock device's record) may keep pointing at them.
   std::map<std::string, std::vector<std::vector<void *>>> launchArgs;
+  /// The launches' {"value": v} arguments (host memory, also on GPUs: launchers
+  /// read them on the host); a deque, so their addresses never move.
+  std::deque<int64_t> launchValues;
 
   void bindLaunches(const std::vector<void *> &tensors, char *arenaBase) {
     for (const auto &[fn, desc] : m().functions) {
       auto &list = launchArgs[fn];
       for (const LaunchDesc &l : desc.launches) {
         std::vector<void *> ptrs;
-        for (const LaunchDesc::Arg &a : l.args)
-          ptrs.push_back(a.arena ? static_cast<void *>(arenaBase + a.value)
-                                 : tensors[size_t(a.value)]);
+        for (const LaunchDesc::Arg &a : l.args) {
+          if (a.kind == LaunchDesc::Arg::Value) {
+            launchValues.push_back(a.value);
+            ptrs.push_back(&launchValues.back());
+          } else {
+            ptrs.push_back(a.kind == LaunchDesc::Arg::Arena
+                               ? static_cast<void *>(arenaBase + a.value)
+                               : tensors[size_t(a.value)]);
+          }
+        }
         list.push_back(std::move(ptrs));
       }
     }

@@ -7,7 +7,9 @@
  *
  * A kernel is a function of its operands: it receives the addresses of the
  * buffers it reads and writes as `ptrs[0..n)`, in the order of the "args" of the
- * launch in manifest.json (a persistent tensor, or an offset into the arena).
+ * launch in manifest.json (a persistent tensor, an offset into the arena, or an
+ * int64 the runtime holds in host memory for that launch: a per-op constant such
+ * as dropout's random-stream key).
  * Sizes stay compile-time constants in the body. So every launch with the same
  * printed body (each layer of a transformer) shares one compiled kernel.
  *

@@ -290,7 +290,8 @@ TEST(Runtime, RefusesLaunchArgumentsOutsideTheArtifact) {
   args[0] = {{"arena", 0}, {"tensor", 0}};
   a.rehashAndWriteManifest();
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
-  EXPECT_NE(msg.find("not exactly one of \"tensor\" or \"arena\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not exactly one of \"tensor\", \"arena\" or \"value\""), std::string::npos)
+      << msg;
 }
 
 TEST(Runtime, RefusesKernelsOfAnotherAbi) {
