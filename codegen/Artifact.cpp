@@ -10,8 +10,8 @@
 //     C++ compiler at the --cpu instruction-set level, -march=native only when
 //     asked, linked to oneDNN; CUDA/HIP: nvcc/hipcc on the one unit), see
 //     compileUnits;
-//  3. stream params.bin (initial values of parameters, buffers and constants)
-//     tensor by tensor, hashing it on the way;
+//  3. meanwhile, on a thread of its own, stream params.bin (initial values of
+//     parameters, buffers and constants) tensor by tensor, hashing it on the way;
 //  4. write manifest.json (tensors, each function's launches: a kernel and the
 //     addresses bound to its arguments) with the SHA-256 of every file;
 //  5. rename the folder into place, so a failed build never leaves half an artifact.
@@ -528,7 +528,26 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                writeFile(tmp / kKernelAbiName, ortcKernelAbiSource, error);
   for (size_t i = 0; wrote && i < units.size(); ++i)
     wrote = writeFile(tmp / names[i], units[i], error);
-  if (!wrote || !compileUnits(tmp, names, units, build, options, stats, error)) {
+  if (!wrote) {
+    cleanup();
+    return false;
+  }
+  // params.bin is streamed (and hashed) while the kernels compile.
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorInfo &t : table.tensors())
+    tensors.push_back({{"name", t.name}, {"role", t.role}, {"dtype", t.dtype}, {"shape", t.shape}});
+  std::string paramsSha, paramsError;
+  bool paramsOk = false;
+  std::thread paramsWriter([&] {
+    auto p0 = std::chrono::steady_clock::now();
+    paramsOk = streamParams(tmp / "params.bin", table, tensors, paramsSha, paramsError);
+    stats.paramsMs = msSince(p0);
+  });
+  bool compiled = compileUnits(tmp, names, units, build, options, stats, error);
+  paramsWriter.join();
+  if (!compiled || !paramsOk) {
+    if (compiled)
+      error = paramsError;
     cleanup();
     return false;
   }
@@ -546,16 +565,6 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     arena = std::max(arena, f.arenaBytes);
   manifest["arena_bytes"] = arena;
 
-  nlohmann::json tensors = nlohmann::json::array();
-  for (const TensorInfo &t : table.tensors())
-    tensors.push_back({{"name", t.name}, {"role", t.role}, {"dtype", t.dtype}, {"shape", t.shape}});
-  auto p0 = std::chrono::steady_clock::now();
-  std::string paramsSha;
-  if (!streamParams(tmp / "params.bin", table, tensors, paramsSha, error)) {
-    cleanup();
-    return false;
-  }
-  stats.paramsMs = msSince(p0);
   manifest["tensors"] = tensors;
   nlohmann::json fns = nlohmann::json::object();
   for (const FunctionKernels &f : functions)

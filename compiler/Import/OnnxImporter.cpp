@@ -229,14 +229,19 @@ private:
   std::string modelDir() const;
 };
 
+/// Reads a whole file with one allocation of its size (a 500 MB model once, not
+/// twice through a growing stream buffer).
 bool readFile(const std::string &path, std::string &out) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f)
     return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  out = ss.str();
-  return true;
+  std::streamoff size = f.tellg();
+  if (size < 0)
+    return false;
+  out.resize(size_t(size));
+  f.seekg(0);
+  f.read(out.data(), size);
+  return f.gcount() == size;
 }
 
 std::string Importer::modelDir() const {

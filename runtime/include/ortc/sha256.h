@@ -29,6 +29,11 @@ private:
   uint64_t total;
 };
 
+/// Whether hashing may use the CPU's SHA extensions (x86 SHA-NI, picked at run time
+/// when present; the portable code otherwise). Returns whether they are in use.
+/// For tests that compare both paths.
+bool sha256UsesCpuExtensions(bool allow);
+
 /// Lower-case hex SHA-256 of `size` bytes at `data`.
 std::string sha256Hex(const void *data, size_t size);
 inline std::string sha256Hex(const std::string &bytes) {
