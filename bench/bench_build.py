@@ -6,7 +6,8 @@ speed is a feature (issue: build time at real size). For each model this exports
 ONNX once (Debian's torch 1.13, opset 17, training mode, the same export as
 bench_cpu.py) and times, each in a fresh process:
 
-  - a cold CPU build (empty kernel cache), then the same build again with the cache warm;
+  - a cold CPU build (empty kernel cache), then the same build again with the cache warm,
+    and (GPTs) a build of the same model with one layer's MLP narrowed, on that cache;
   - a cold CUDA build (sm_80,sm_90), when nvcc is at /usr/local/cuda/bin;
 
 and reports what `ortc build --timing` says of itself: import, codegen and package
@@ -56,10 +57,18 @@ def resnet50_model(cfg):
 bench_cpu.BUILDERS['resnet50'] = resnet50_model
 
 
-def export(name, cfg, workdir):
-    path = os.path.join(workdir, name + '.onnx')
+def export(name, cfg, workdir, one_layer_narrower=False):
+    """The model's ONNX; with one_layer_narrower (GPTs), the same model whose middle block has
+    an MLP of half the width: the edit a user makes between two builds."""
+    path = os.path.join(workdir, name + ('-edited' if one_layer_narrower else '') + '.onnx')
     if not os.path.exists(path):
+        import torch
+        import torch.nn as nn
         mod, model = bench_cpu.BUILDERS[cfg['family']](cfg)
+        if one_layer_narrower:
+            torch.manual_seed(1)
+            mlp = model.blocks[len(model.blocks) // 2].mlp
+            mlp[0], mlp[2] = nn.Linear(cfg['d'], 2 * cfg['d']), nn.Linear(2 * cfg['d'], cfg['d'])
         bench_cpu.samples_common().export_training(mod, model, path, batch=cfg['batch'])
     return path
 
@@ -113,6 +122,9 @@ def main(argv=None):
             art = os.path.join(workdir, name + '.ortc')
             r = {'model': name, 'cpu cold': build(args, onnx_path, art, cache, 'cpu')}
             r['cpu cached'] = build(args, onnx_path, art, cache, 'cpu')
+            if args.cfg['family'] == 'gpt':
+                edited = export(name, args.cfg, workdir, one_layer_narrower=True)
+                r['cpu, one layer changed'] = build(args, edited, art + '-edited', cache, 'cpu')
             if cuda:
                 r['cuda cold'] = build(args, onnx_path, art + '-cuda', cache + '-cuda', 'cuda')
             rows.append(r)
@@ -125,7 +137,7 @@ def main(argv=None):
           '| distinct/launches | kernels.so MB | ortc peak RSS MB |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for r in rows:
-        for kind in ('cpu cold', 'cpu cached', 'cuda cold'):
+        for kind in ('cpu cold', 'cpu cached', 'cpu, one layer changed', 'cuda cold'):
             if kind in r:
                 b = r[kind]
                 print('| %s | %s | %.1f | %.2f | %.2f | %.2f | %d | %d | %.1f%% | %.1f | %.0f |' % (
