@@ -402,7 +402,7 @@ bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json
     const TensorInfo &t = table.tensors()[i];
     if (!t.init)
       continue;
-    const std::vector<char> &bytes = t.init->bytes;
+    const std::string &bytes = t.init->bytes;
     tensors[i]["init"] = {{"offset", offset}, {"bytes", bytes.size()}};
     f.write(bytes.data(), std::streamsize(bytes.size()));
     hash.update(bytes.data(), bytes.size());

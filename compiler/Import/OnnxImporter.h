@@ -22,7 +22,7 @@ namespace ortc {
 struct WeightData {
   std::vector<int64_t> shape;
   std::string dtype; ///< "f32", "f64", "i64", "i32", "bool", "f16", "bf16"
-  std::vector<char> bytes;
+  std::string bytes; ///< a string so that an initializer's raw_data moves in, uncopied
 };
 
 /// Weights by symbol name (the ONNX initializer name).
