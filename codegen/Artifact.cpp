@@ -137,7 +137,12 @@ nlohmann::json launches(const FunctionKernels &f) {
                        : a.kind == LaunchArg::Value ? "value"
                                                     : "tensor",
                        a.value}});
-    list.push_back({{"kernel", l.kernel}, {"args", std::move(args)}});
+    nlohmann::json launch = {{"kernel", l.kernel}, {"args", std::move(args)}};
+    if (!l.node.empty())
+      launch["node"] = l.node;
+    if (!l.op.empty())
+      launch["op"] = l.op;
+    list.push_back(std::move(launch));
   }
   return list;
 }

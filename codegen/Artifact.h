@@ -57,6 +57,7 @@ struct LaunchArg {
 struct Launch {
   std::string kernel;
   std::vector<LaunchArg> args;
+  std::string node, op; ///< the ONNX node and ortc op it runs (for profiles and errors)
 };
 
 /// One step function as the runtime sees it.

@@ -534,7 +534,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
 static constexpr const char *kNamePlaceholder = "@ortc_kernel@";
 
 void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
-                                 FunctionKernels &fk) {
+                                 FunctionKernels &fk, const std::string &node) {
   std::string launcher = std::string("extern \"C\" void ") + kNamePlaceholder + signature() +
                          " {\n" + prologue() + setup.str() + body.str() + "}\n";
   std::string text = device.str() + launcher + launchNote;
@@ -556,7 +556,7 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
   }
   DistinctKernel &k = distinct[it->second];
   k.sites.push_back(site);
-  fk.launches.push_back({k.name, slots});
+  fk.launches.push_back({k.name, slots, node, opName.str()});
   for (std::ostringstream *s : {&setup, &body, &device})
     s->str("");
   launchNote.clear();
@@ -657,7 +657,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     }
     finishKernel(fk.name + ": ONNX node '" + loc + "' -> " + op.getName().getStringRef().str() +
                      " : " + shapes,
-                 op.getName().stripDialect(), fk);
+                 op.getName().stripDialect(), fk, loc);
   }
   return success();
 }

@@ -144,7 +144,8 @@ private:
                                    std::string &error);
   /// Ends the kernel being printed: finds or adds its distinct body and appends
   /// the launch (with the arguments bound so far) to `fk`.
-  void finishKernel(const std::string &site, llvm::StringRef opName, FunctionKernels &fk);
+  void finishKernel(const std::string &site, llvm::StringRef opName, FunctionKernels &fk,
+                    const std::string &node = "");
   /// "ptrs[k]" for `arg`, adding it to the kernel's arguments on first use.
   std::string slot(LaunchArg arg);
 

@@ -74,9 +74,13 @@ struct Rules {
                                                                 {"init", &init}});
   Rule nameList = arrayRule(&nonEmpty);
   Rule anyInt = intRule({});
+  Rule anyString = stringRule();
   Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}, {"value", &anyInt}});
   Rule launchArgs = arrayRule(&launchArg);
-  Rule launch = objectRule({"kernel", "args"}, {{"kernel", &symbol}, {"args", &launchArgs}});
+  Rule launch = objectRule({"kernel", "args"}, {{"kernel", &symbol},
+                                               {"args", &launchArgs},
+                                               {"node", &anyString},
+                                               {"op", &anyString}});
   Rule launchList = arrayRule(&launch);
   Rule function = objectRule({"launches", "inputs", "outputs"}, {{"launches", &launchList},
                                                                 {"inputs", &nameList},
@@ -357,6 +361,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     for (const auto &l : it.value()["launches"]) {
       LaunchDesc d;
       d.kernel = l["kernel"].get<std::string>();
+      d.node = l.value("node", "");
+      d.op = l.value("op", "");
       for (const auto &a : l["args"]) {
         if (a.size() != 1) {
           error = where + ": kernel '" + d.kernel +

@@ -88,6 +88,7 @@ struct LaunchDesc {
   };
   std::string kernel;
   std::vector<Arg> args;
+  std::string node, op; ///< optional: the ONNX node and op the launch runs
 };
 
 struct FunctionDesc {

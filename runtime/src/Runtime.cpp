@@ -20,11 +20,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
-#include <deque>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -267,6 +269,11 @@ template <typename F> ortc_status guarded(F &&f) {
   }
 }
 
+/// " (ONNX node 'n')" for a launch that records its node, else "".
+std::string nodeOf(const LaunchDesc &l) {
+  return l.node.empty() ? "" : " (ONNX node '" + l.node + "')";
+}
+
 std::string describeTensor(const TensorDesc &t) {
   return t.role + " " + t.dtype + " " + ortc::npz::shapeString(t.shape);
 }
@@ -324,7 +331,48 @@ struct ortc_session {
   std::map<std::string, int> runs;
   bool useGraphs = true;
 
+  /// $ORTC_PROFILE (CPU artifacts): calls and milliseconds per launch, written as
+  /// JSON to that path when the session ends.
+  std::string profilePath;
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> profile;
+
+  void writeProfile() const {
+    struct Row {
+      std::string function;
+      size_t index;
+      int64_t calls;
+      double ms;
+    };
+    std::vector<Row> rows;
+    std::map<std::string, double> byOp;
+    double total = 0;
+    for (const auto &[fn, list] : profile)
+      for (size_t k = 0; k < list.size(); ++k)
+        if (list[k].first) {
+          rows.push_back({fn, k, list[k].first, list[k].second});
+          const LaunchDesc &l = m().functions.at(fn).launches[k];
+          byOp[l.op.empty() ? l.kernel : l.op] += list[k].second;
+          total += list[k].second;
+        }
+    std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.ms > b.ms; });
+    nlohmann::json launches = nlohmann::json::array();
+    for (const Row &r : rows) {
+      const LaunchDesc &l = m().functions.at(r.function).launches[r.index];
+      launches.push_back({{"function", r.function}, {"launch", r.index}, {"kernel", l.kernel},
+                          {"node", l.node}, {"op", l.op}, {"calls", r.calls},
+                          {"total_ms", r.ms}, {"mean_ms", r.ms / double(r.calls)}});
+    }
+    nlohmann::json ops = nlohmann::json::object();
+    for (const auto &[op, ms] : byOp)
+      ops[op] = ms;
+    std::ofstream f(profilePath);
+    f << nlohmann::json{{"total_ms", total}, {"by_op_ms", ops}, {"launches", launches}}.dump(2)
+      << "\n";
+  }
+
   ~ortc_session() {
+    if (!profilePath.empty() && !profile.empty())
+      writeProfile();
     if (!art || !art->gpu)
       return;
     const ortc::GpuApi &api = art->api;
@@ -597,6 +645,8 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
       s->bindLaunches(s->dbufs, static_cast<char *>(s->darena));
     } else {
       s->bindLaunches(s->bufs, s->arena.get());
+      if (const char *p = std::getenv("ORTC_PROFILE"); p && *p)
+        s->profilePath = p;
     }
     *out = s.release();
     return ORTC_OK;
@@ -727,15 +777,29 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
   if (int n = s->art->threads; n > 0 && s->art->setOmpThreads)
     s->art->setOmpThreads(n);
   const auto &args = s->launchArgs.at(function);
+  std::vector<std::pair<int64_t, double>> *profile = nullptr;
+  if (!s->profilePath.empty()) {
+    profile = &s->profile[function];
+    profile->resize(kernels.size());
+  }
   for (size_t k = 0; k < kernels.size(); ++k) {
     try {
+      auto t0 = std::chrono::steady_clock::now();
       reinterpret_cast<ortc_cpu_kernel_fn>(kernels[k])(args[k].data());
+      if (profile) {
+        (*profile)[k].first++;
+        (*profile)[k].second += std::chrono::duration<double, std::milli>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count();
+      }
     } catch (const std::exception &e) {
       return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
-                                       fn->second.launches[k].kernel + "' failed: " + e.what());
+                                       fn->second.launches[k].kernel + "'" +
+                                       nodeOf(fn->second.launches[k]) + " failed: " + e.what());
     } catch (...) {
       return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
-                                       fn->second.launches[k].kernel + "' failed");
+                                       fn->second.launches[k].kernel + "'" +
+                                       nodeOf(fn->second.launches[k]) + " failed");
     }
   }
   return ORTC_OK;

@@ -122,6 +122,31 @@ class ThreadPool(unittest.TestCase):
         self.assertIn("'many'", p.stderr)
 
 
+class Profile(unittest.TestCase):
+    def test_profile_times_every_launch_and_names_its_node(self):
+        # ORTC_PROFILE: per launch of the step program, its kernel, ONNX node, op,
+        # calls and time; shared kernels are timed per launch, not merged.
+        with TempDir() as d:
+            art = os.path.join(d, "cnn.ortc")
+            run([ORTC, "build", sample_path("cnn"), "-o", art, "--dim", "batch=8"])
+            prof = os.path.join(d, "profile.json")
+            p = subprocess.run([ORTC_RUN, "train", art, "--data", feed(d, 8), "--steps", "3", "--quiet"],
+                               env=dict(ENV, ORTC_PROFILE=prof), capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(prof) as f:
+                r = json.load(f)
+            with open(os.path.join(art, "manifest.json")) as f:
+                launches = json.load(f)["functions"]["train_step"]["launches"]
+            train = [l for l in r["launches"] if l["function"] == "train_step"]
+            self.assertEqual(len(train), len(launches))
+            self.assertTrue(all(l["calls"] == 3 for l in train))
+            self.assertEqual([l["total_ms"] for l in r["launches"]],
+                             sorted((l["total_ms"] for l in r["launches"]), reverse=True))
+            conv = [l for l in train if l["op"] == "conv"]
+            self.assertTrue(conv and all(l["node"] for l in conv))
+            self.assertAlmostEqual(sum(r["by_op_ms"].values()), r["total_ms"], places=6)
+
+
 class CpuLevels(unittest.TestCase):
     def build(self, d, *args):
         art = os.path.join(d, "m.ortc")
