@@ -159,7 +159,8 @@ bool copyProducts(const fs::path &from, const fs::path &to,
   return true;
 }
 
-/// The kernel cache ($ORTC_KERNEL_CACHE), shared by builds and the test suite:
+/// The kernel cache ($ORTC_KERNEL_CACHE, else $XDG_CACHE_HOME/ortc/kernels or
+/// ~/.cache/ortc/kernels; "off" disables it), shared by builds and the test suite:
 /// `<key>/` folders hold a whole artifact's products, `units/<key>.o` one unit's
 /// object. Entries are written under a temporary name and renamed into place, so
 /// concurrent builds never see half an entry; a hit refreshes the entry's time,
@@ -168,9 +169,14 @@ bool copyProducts(const fs::path &from, const fs::path &to,
 class KernelCache {
 public:
   KernelCache() {
-    const char *dir = std::getenv("ORTC_KERNEL_CACHE");
-    if (dir && *dir)
-      root = dir;
+    if (const char *dir = std::getenv("ORTC_KERNEL_CACHE")) {
+      if (*dir && std::string(dir) != "off")
+        root = dir;
+    } else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+      root = fs::path(xdg) / "ortc" / "kernels";
+    } else if (const char *home = std::getenv("HOME"); home && *home) {
+      root = fs::path(home) / ".cache" / "ortc" / "kernels";
+    }
   }
   bool enabled() const { return !root.empty(); }
 
@@ -275,6 +281,12 @@ double msSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// The cache key of `build`'s precompiled header: the headers, compiler and flags.
+std::string precompiledHeaderKey(const KernelBuild &build) {
+  return sha256Hex(build.librarySource + "\n" + ortcKernelAbiSource + "\n" + build.compilerId +
+                   "\nprecompiled header");
+}
+
 /// Compiles units `names` (already written in `dir`) into `build.products`.
 ///
 /// Algorithm: the key of the whole build is the hash of every unit's key; a
@@ -323,7 +335,7 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
     // flags (cached like a unit): every unit includes it first.
     std::string pch = build.libraryName + ".gch";
     if (!todo.empty() && build.precompile) {
-      std::string pchKey = sha256Hex(headers + "\nprecompiled header");
+      std::string pchKey = precompiledHeaderKey(build);
       auto h0 = std::chrono::steady_clock::now();
       if (cache.fetchObject(pchKey, dir / pch, ".gch")) {
         stats.units.insert(stats.units.begin(), {pch, true, 0});
@@ -658,6 +670,27 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
     return false;
   }
   return true;
+}
+
+std::thread precompileHeaderEarly(const KernelBuild &build) {
+  KernelCache cache;
+  if (!build.precompile || !cache.enabled())
+    return std::thread();
+  return std::thread([build, cache]() mutable {
+    std::string key = precompiledHeaderKey(build);
+    std::error_code ec;
+    fs::path dir = fs::temp_directory_path(ec) /
+                   ("ortc-pch." + std::to_string(getpid()) + "." + key.substr(0, 12));
+    fs::create_directories(dir, ec);
+    std::string pch = build.libraryName + ".gch", error;
+    if (!cache.fetchObject(key, dir / pch, ".gch") &&
+        writeFile(dir / build.libraryName, build.librarySource, error) &&
+        writeFile(dir / kKernelAbiName, ortcKernelAbiSource, error) &&
+        runCompileCommands({build.precompile(dir.string())}, dir.string(), "precompiling",
+                           error))
+      cache.storeObject(key, dir / pch, ".gch");
+    fs::remove_all(dir, ec); // a failure here is found again, and reported, by the build
+  });
 }
 
 } // namespace ortc

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ortc {
@@ -152,6 +153,12 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
                    const std::vector<std::string> &units, const KernelBuild &build,
                    PackageStats &stats, std::string &error);
+
+/// Starts compiling `build`'s precompiled header into the kernel cache on a thread
+/// of its own (nothing to do, an empty thread, when it is cached, there is no cache
+/// or no precompiled header): `ortc build` calls it before the import, so the
+/// header compiles while the model loads. Join before writeArtifact.
+std::thread precompileHeaderEarly(const KernelBuild &build);
 
 /// Writes the --report JSON: kernels (launches, distinct, per function), the
 /// compile units and cache hits, and phase times (`phasesMs`, name -> ms).
