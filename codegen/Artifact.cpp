@@ -649,7 +649,10 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
   nlohmann::json units = nlohmann::json::array();
   size_t hits = 0;
   for (const PackageStats::Unit &u : stats.units) {
-    units.push_back({{"source", u.source}, {"cached", u.cached}, {"compile_ms", u.compileMs}});
+    units.push_back({{"source", u.source},
+                     {"cached", u.cached},
+                     {"compile_ms", u.compileMs},
+                     {"while_loading", u.early}});
     hits += u.cached;
   }
   report["compile"] = {{"jobs", options.jobs},
@@ -672,11 +675,13 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
   return true;
 }
 
-std::thread precompileHeaderEarly(const KernelBuild &build) {
+std::thread precompileHeaderEarly(const KernelBuild &build, double *compiledMs) {
   KernelCache cache;
+  *compiledMs = 0;
   if (!build.precompile || !cache.enabled())
     return std::thread();
-  return std::thread([build, cache]() mutable {
+  return std::thread([build, cache, compiledMs]() mutable {
+    auto t0 = std::chrono::steady_clock::now();
     std::string key = precompiledHeaderKey(build);
     std::error_code ec;
     fs::path dir = fs::temp_directory_path(ec) /
@@ -687,8 +692,10 @@ std::thread precompileHeaderEarly(const KernelBuild &build) {
         writeFile(dir / build.libraryName, build.librarySource, error) &&
         writeFile(dir / kKernelAbiName, ortcKernelAbiSource, error) &&
         runCompileCommands({build.precompile(dir.string())}, dir.string(), "precompiling",
-                           error))
+                           error)) {
       cache.storeObject(key, dir / pch, ".gch");
+      *compiledMs = msSince(t0);
+    }
     fs::remove_all(dir, ec); // a failure here is found again, and reported, by the build
   });
 }

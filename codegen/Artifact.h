@@ -86,6 +86,7 @@ struct PackageStats {
     std::string source;
     bool cached = false;
     double compileMs = 0; ///< 0 for a cache hit
+    bool early = false;   ///< compiled while the model loaded (the precompiled header)
   };
   std::vector<Unit> units;
   bool artifactCached = false; ///< every product came from the cache, nothing compiled
@@ -158,7 +159,8 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
 /// of its own (nothing to do, an empty thread, when it is cached, there is no cache
 /// or no precompiled header): `ortc build` calls it before the import, so the
 /// header compiles while the model loads. Join before writeArtifact.
-std::thread precompileHeaderEarly(const KernelBuild &build);
+/// `compiledMs` (kept alive until the join) receives the compile's time, 0 if none ran.
+std::thread precompileHeaderEarly(const KernelBuild &build, double *compiledMs);
 
 /// Writes the --report JSON: kernels (launches, distinct, per function), the
 /// compile units and cache hits, and phase times (`phasesMs`, name -> ms).
