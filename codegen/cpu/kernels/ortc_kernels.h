@@ -1107,6 +1107,22 @@ struct ConvGeom {
   int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
 };
 
+namespace detail {
+/// What every convolution pass derives from its geometry: the spatial view, the
+/// group count, channels per group in and out, the GEMM depth Kd = Cg * kernel
+/// size and the output positions per image P.
+struct ConvShape {
+  Spatial3 s;
+  int64_t G, Cg, Mg, Kd, P;
+};
+inline ConvShape convShape(const ConvGeom &geom) {
+  Spatial3 s = toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out, geom.stride,
+                          geom.padBegin, geom.dilation);
+  int64_t G = geom.group, Cg = geom.C / G;
+  return {s, G, Cg, geom.M / G, Cg * s.kSize, s.outSize};
+}
+} // namespace detail
+
 /// ONNX Conv / torch.nn.functional.conv{1,2,3}d (cross-correlation) with
 /// groups: y[n, m, o] = bias[m] + sum_{c in group(m), k} w[m, c, k] *
 /// x[n, c, o * stride - padBegin + k * dilation]. bias may be null.
@@ -1114,11 +1130,7 @@ struct ConvGeom {
 template <typename T>
 void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
                  const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   std::vector<T> col(direct ? 0 : static_cast<size_t>(Kd * P));
   for (int64_t n = 0; n < geom.N; ++n) {
@@ -1150,11 +1162,7 @@ void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
 /// (input positions no window reads get 0).
 template <typename T>
 void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   if (!direct)
     std::fill(dx, dx + geom.N * geom.C * s.inSize, T(0));
@@ -1180,11 +1188,7 @@ void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
 /// N and spatial dims) is left to the caller (`reduce`).
 template <typename T>
 void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   if (geom.N == 0 || P == 0) {
     std::fill(dw, dw + geom.M * Kd, T(0));
@@ -1256,11 +1260,8 @@ constexpr int64_t kBatchedConvMaxNP = 64;
 template <typename T>
 void convForwardBatched(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
                         const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize, NP = geom.N * P;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
+  const int64_t NP = geom.N * P;
   std::vector<T> one(static_cast<size_t>(Kd * P)), cols(static_cast<size_t>(Kd * NP)),
       ys(static_cast<size_t>(Mg * NP));
   for (int64_t g = 0; g < G && NP; ++g) {
@@ -1277,11 +1278,8 @@ void convForwardBatched(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
 
 template <typename T>
 void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize, NP = geom.N * P;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
+  const int64_t NP = geom.N * P;
   std::fill(dx, dx + geom.N * geom.C * s.inSize, T(0));
   std::vector<T> one(static_cast<size_t>(Kd * P)), cols(static_cast<size_t>(Kd * NP)),
       dys(static_cast<size_t>(Mg * NP));
@@ -1300,11 +1298,8 @@ void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom) 
 
 template <typename T>
 void convGradWeightBatched(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
-  const detail::Spatial3 s =
-      detail::toSpatial3(geom.nSpatial, geom.in, geom.kernel, geom.out,
-                         geom.stride, geom.padBegin, geom.dilation);
-  const int64_t G = geom.group, Cg = geom.C / G, Mg = geom.M / G;
-  const int64_t Kd = Cg * s.kSize, P = s.outSize, NP = geom.N * P;
+  const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
+  const int64_t NP = geom.N * P;
   if (NP == 0) {
     std::fill(dw, dw + geom.M * Kd, T(0));
     return;
