@@ -6,7 +6,7 @@
 # one cache both succeed; the size bound evicts least recently used entries; -j1
 # and -j2, cold and cached, give byte-identical artifacts; and a shared kernel is
 # launched with each node's own addresses (the deduplicated artifact trains exactly
-# as the lit tests' checked source says).
+# as the lit tests' checked source says). The report follows schemas/build-report.schema.json.
 import filecmp
 import json
 import os
@@ -27,6 +27,37 @@ def build(work, tag, cache, sample="gpt2", extra=(), jobs=2):
         raise AssertionError(p.stderr)
     with open(report) as f:
         return out, json.load(f)
+
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas",
+                      "build-report.schema.json")
+
+
+def schema_problems(value, schema, path="report"):
+    """The subset of JSON Schema that schemas/build-report.schema.json uses (type, const,
+    enum, minimum, required, properties, additionalProperties, items); [] when it holds."""
+    types = {"object": dict, "array": list, "string": str, "boolean": bool,
+             "integer": int, "number": (int, float)}
+    t = schema.get("type")
+    if t and (not isinstance(value, types[t]) or (t in ("integer", "number") and isinstance(value, bool))):
+        return ["%s: not %s" % (path, t)]
+    out = []
+    if "const" in schema and value != schema["const"]:
+        out.append("%s: %r is not %r" % (path, value, schema["const"]))
+    if "enum" in schema and value not in schema["enum"]:
+        out.append("%s: %r not in %r" % (path, value, schema["enum"]))
+    if "minimum" in schema and value < schema["minimum"]:
+        out.append("%s: %r below %r" % (path, value, schema["minimum"]))
+    if isinstance(value, dict):
+        out += ["%s: missing %s" % (path, k) for k in schema.get("required", []) if k not in value]
+        for k, v in value.items():
+            sub = schema.get("properties", {}).get(k, schema.get("additionalProperties"))
+            if isinstance(sub, dict):
+                out += schema_problems(v, sub, path + "." + k)
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            out += schema_problems(v, schema["items"], "%s[%d]" % (path, i))
+    return out
 
 
 def entries(cache):
@@ -55,6 +86,10 @@ class BuildCache(unittest.TestCase):
         with TempDir() as work:
             cache = os.path.join(work, "cache")
             cold_dir, cold = build(work, "cold", cache)
+            with open(SCHEMA) as f:
+                schema = json.load(f)
+            self.assertEqual(schema_problems(cold, schema), [])
+            self.assertTrue(schema_problems(dict(cold, kernels={"launches": -1}), schema))
             units = cold["compile"]["units"]
             self.assertGreater(len(units), 1, "the CPU source is split into units")
             self.assertEqual(cold["compile"]["unit_cache_hits"], 0)
