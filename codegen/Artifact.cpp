@@ -222,9 +222,13 @@ public:
   void evict() {
     if (!enabled())
       return;
-    double mb = 2048;
-    if (const char *v = std::getenv("ORTC_KERNEL_CACHE_MAX_MB"); v && *v)
-      mb = std::strtod(v, nullptr);
+    double mb = 2048; // also for a value that is not a number of MB
+    if (const char *v = std::getenv("ORTC_KERNEL_CACHE_MAX_MB"); v && *v) {
+      char *end = nullptr;
+      double parsed = std::strtod(v, &end);
+      if (*end == '\0' && parsed >= 0)
+        mb = parsed;
+    }
     auto limit = uint64_t(std::max(0.0, mb) * 1048576.0);
     struct Entry {
       fs::file_time_type time;
