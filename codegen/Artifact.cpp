@@ -291,6 +291,25 @@ std::string precompiledHeaderKey(const KernelBuild &build) {
                    "\nprecompiled header");
 }
 
+/// `source` without its whole-line `//` comments. A unit's object depends on its
+/// code only, and a kernel's opening comment lists every node that launches it:
+/// a model whose one layer changed takes launches away from kernels whose code
+/// is unchanged, and those units must stay cache hits.
+std::string withoutLineComments(const std::string &source) {
+  std::string out;
+  out.reserve(source.size());
+  size_t at = 0;
+  while (at < source.size()) {
+    size_t end = source.find('\n', at);
+    end = end == std::string::npos ? source.size() : end + 1;
+    size_t first = source.find_first_not_of(" \t", at);
+    if (first >= end || source.compare(first, 2, "//") != 0)
+      out.append(source, at, end - at);
+    at = end;
+  }
+  return out;
+}
+
 /// Compiles units `names` (already written in `dir`) into `build.products`.
 ///
 /// Algorithm: the key of the whole build is the hash of every unit's key; a
@@ -308,7 +327,7 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
   std::vector<std::string> keys;
   std::string all;
   for (const std::string &u : units) {
-    keys.push_back(sha256Hex(u + "\n" + headers));
+    keys.push_back(sha256Hex(withoutLineComments(u) + "\n" + headers));
     all += keys.back();
   }
   std::string key = sha256Hex(all + "\n" + (build.compileUnit ? "units" : "whole"));
