@@ -285,10 +285,15 @@ double msSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// The cache key of `build`'s precompiled header: the headers, compiler and flags.
+/// What every compile of `build` depends on besides its source: the headers,
+/// the compiler, its version and flags (part of every cache key).
+std::string headersAndCompiler(const KernelBuild &build) {
+  return build.librarySource + "\n" + ortcKernelAbiSource + "\n" + build.compilerId;
+}
+
+/// The cache key of `build`'s precompiled header.
 std::string precompiledHeaderKey(const KernelBuild &build) {
-  return sha256Hex(build.librarySource + "\n" + ortcKernelAbiSource + "\n" + build.compilerId +
-                   "\nprecompiled header");
+  return sha256Hex(headersAndCompiler(build) + "\nprecompiled header");
 }
 
 /// `source` without its whole-line `//` comments. A unit's object depends on its
@@ -323,7 +328,7 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
                   const std::vector<std::string> &units, const KernelBuild &build,
                   const ArtifactOptions &options, PackageStats &stats, std::string &error) {
   KernelCache cache;
-  std::string headers = build.librarySource + "\n" + ortcKernelAbiSource + "\n" + build.compilerId;
+  std::string headers = headersAndCompiler(build);
   std::vector<std::string> keys;
   std::string all;
   for (const std::string &u : units) {
@@ -361,7 +366,9 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
       std::string pchKey = precompiledHeaderKey(build);
       auto h0 = std::chrono::steady_clock::now();
       if (cache.fetchObject(pchKey, dir / pch, ".gch")) {
-        stats.units.insert(stats.units.begin(), {pch, true, 0});
+        bool early = options.headerCompiledEarlyMs > 0;
+        stats.units.insert(stats.units.begin(),
+                           {pch, !early, options.headerCompiledEarlyMs, early});
       } else {
         if (!runCompileCommands({build.precompile(dir.string())}, dir.string(),
                                 "precompiling " + build.libraryName, error))
@@ -646,6 +653,18 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   return true;
 }
 
+KernelCounts countKernels(const std::vector<FunctionKernels> &functions) {
+  KernelCounts counts;
+  std::set<std::string> distinct;
+  for (const FunctionKernels &f : functions)
+    for (const Launch &l : f.launches) {
+      ++counts.launches;
+      distinct.insert(l.kernel);
+    }
+  counts.distinct = distinct.size();
+  return counts;
+}
+
 bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
                       const std::vector<FunctionKernels> &functions, const PackageStats &stats,
                       const std::vector<std::pair<std::string, double>> &phasesMs,
@@ -654,33 +673,22 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
   report["report_version"] = 1;
   report["target"] = options.target;
   report["arch"] = options.arch;
-  std::set<std::string> distinct;
-  size_t launchCount = 0;
   nlohmann::json fns = nlohmann::json::object();
   for (const FunctionKernels &f : functions) {
-    std::set<std::string> mine;
-    for (const Launch &l : f.launches) {
-      mine.insert(l.kernel);
-      distinct.insert(l.kernel);
-    }
-    launchCount += f.launches.size();
-    fns[f.name] = {{"launches", f.launches.size()}, {"distinct_kernels", mine.size()}};
+    KernelCounts mine = countKernels({f});
+    fns[f.name] = {{"launches", mine.launches}, {"distinct_kernels", mine.distinct}};
   }
-  report["kernels"] = {{"launches", launchCount},
-                       {"distinct", distinct.size()},
-                       {"functions", fns}};
+  KernelCounts all = countKernels(functions);
+  report["kernels"] = {{"launches", all.launches}, {"distinct", all.distinct}, {"functions", fns}};
   nlohmann::json units = nlohmann::json::array();
-  size_t hits = 0;
-  for (const PackageStats::Unit &u : stats.units) {
+  for (const PackageStats::Unit &u : stats.units)
     units.push_back({{"source", u.source},
                      {"cached", u.cached},
                      {"compile_ms", u.compileMs},
                      {"while_loading", u.early}});
-    hits += u.cached;
-  }
   report["compile"] = {{"jobs", options.jobs},
                        {"units", units},
-                       {"unit_cache_hits", hits},
+                       {"unit_cache_hits", stats.cacheHits()},
                        {"artifact_cached", stats.artifactCached},
                        {"compile_wall_ms", stats.compileWallMs},
                        {"link_ms", stats.linkMs}};

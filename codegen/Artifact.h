@@ -78,7 +78,16 @@ struct ArtifactOptions {
   std::vector<std::string> cpuFeatures; ///< flags a `--cpu native` build requires
   bool timing = false;
   unsigned jobs = 1; ///< compile units at once
+  /// > 0: the precompiled header was compiled (in ms) by precompileHeaderEarly
+  /// while the model loaded; its cache hit is reported as that compile.
+  double headerCompiledEarlyMs = 0;
 };
+
+/// Launches of the step programs and distinct kernels among them.
+struct KernelCounts {
+  size_t launches = 0, distinct = 0;
+};
+KernelCounts countKernels(const std::vector<FunctionKernels> &functions);
 
 /// What packaging did, for --timing and --report.
 struct PackageStats {
@@ -91,6 +100,12 @@ struct PackageStats {
   std::vector<Unit> units;
   bool artifactCached = false; ///< every product came from the cache, nothing compiled
   double compileWallMs = 0, linkMs = 0, paramsMs = 0;
+  size_t cacheHits() const {
+    size_t n = 0;
+    for (const Unit &u : units)
+      n += u.cached;
+    return n;
+  }
 };
 
 /// What a target puts into the artifact besides the manifest and params.bin, and

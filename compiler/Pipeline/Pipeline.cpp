@@ -371,23 +371,18 @@ int runBuild(const BuildOptions &options) {
   auto c1 = std::chrono::steady_clock::now();
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  if (earlyHeader.joinable())
+    earlyHeader.join();
+  artifact.headerCompiledEarlyMs = earlyHeaderMs;
   KernelBuild build =
       gpu ? gpuKernelBuild(*gpu, gpuCompiler, archs) : cpuKernelBuild(archs.front(), cpuFeatures);
   PackageStats stats;
-  if (earlyHeader.joinable())
-    earlyHeader.join();
   if (!writeArtifact(artifact, *table, functions, units, build, stats, error2)) {
     llvm::errs() << "ortc: error: " << options.output << ": " << error2 << "\n";
     return 1;
   }
   auto c2 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  for (PackageStats::Unit &u : stats.units)
-    if (earlyHeaderMs > 0 && u.cached && llvm::StringRef(u.source).ends_with(".gch"))
-      u = {u.source, false, earlyHeaderMs, true};
-  size_t hits = 0;
-  for (const PackageStats::Unit &u : stats.units)
-    hits += u.cached;
   if (options.timing) {
     for (const PackageStats::Unit &u : stats.units)
       llvm::errs() << "ortc: kernel unit " << u.source << ": "
@@ -395,7 +390,7 @@ int runBuild(const BuildOptions &options) {
                                 : llvm::formatv("compiled in {0:F2} ms", u.compileMs).str())
                    << (u.early ? " (while the model loaded)" : "")
                    << "\n";
-    llvm::errs() << "ortc: kernel units: " << stats.units.size() << " (" << hits
+    llvm::errs() << "ortc: kernel units: " << stats.units.size() << " (" << stats.cacheHits()
                  << " from the cache" << (stats.artifactCached ? ", whole artifact cached" : "")
                  << "), compile " << llvm::format("%.2f", stats.compileWallMs) << " ms on "
                  << artifact.jobs << " jobs, link " << llvm::format("%.2f", stats.linkMs)
@@ -404,15 +399,9 @@ int runBuild(const BuildOptions &options) {
                  << " ms, package (kernel compile included): " << llvm::format("%.2f", ms(c1, c2))
                  << " ms\n";
   }
-  size_t launches = 0;
-  std::set<std::string> distinct;
-  for (const FunctionKernels &f : functions)
-    for (const Launch &l : f.launches) {
-      ++launches;
-      distinct.insert(l.kernel);
-    }
+  KernelCounts counts = countKernels(functions);
   llvm::errs() << "ortc: wrote " << options.output << " (" << table->tensors().size()
-               << " tensors, " << launches << " launches of " << distinct.size()
+               << " tensors, " << counts.launches << " launches of " << counts.distinct
                << " distinct kernels)\n";
   if (!options.report.empty() &&
       !writeBuildReport(options.report, artifact, functions, stats,
