@@ -224,6 +224,13 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       // rint rounds halves to even under the default rounding mode, as ONNX Round.
       .Case([&](RoundOp) { return m + "rint(" + a[0] + ")"; })
       .Case([&](NotOp) { return flag("!" + a[0]); })
+      .Case([&](GeluOp g) {
+        return lib + "geluOf(" + a[0] + ", " + (g.getTanh() ? "true" : "false") + ")";
+      })
+      .Case([&](GeluGradOp g) {
+        return lib + "geluGradOf(" + a[0] + ", " + a[1] + ", " +
+               (g.getTanh() ? "true" : "false") + ")";
+      })
       .Case([&](ScaleOp s) {
         return "static_cast<" + T + ">(" + a[0] + " * " +
                llvm::formatv("{0:e17}", s.getFactor().convertToDouble()).str() + ")";
@@ -263,6 +270,101 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Case([&](AndOp) { return flag(a[0] + " && " + a[1]); })
       .Case([&](SelectOp) { return a[0] + " ? " + a[1] + " : " + a[2]; })
       .Default([](Operation *) { return std::nullopt; });
+}
+
+KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
+  ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
+  size_t rank = shape.size();
+  // Each input's shape right-aligned to the iteration shape (1 where broadcast).
+  SmallVector<SmallVector<int64_t>> padded;
+  for (Value in : op.getInputs()) {
+    ArrayRef<int64_t> s = typeOf(in).getShape();
+    SmallVector<int64_t> p(rank - std::min(rank, s.size()), 1);
+    p.append(s.begin(), s.end());
+    padded.push_back(p);
+  }
+  // Group the dims of size > 1 into runs that every input treats alike.
+  PointwiseNest nest;
+  SmallVector<SmallVector<size_t>> runs;
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool joins = !runs.empty() && llvm::all_of(padded, [&](const SmallVector<int64_t> &p) {
+      return (p[runs.back().back()] == 1) == (p[d] == 1);
+    });
+    if (joins)
+      runs.back().push_back(d);
+    else
+      runs.push_back({d});
+  }
+  for (auto &run : runs)
+    nest.dims.push_back(dimProduct(shape, run.front(), run.back() + 1));
+  if (nest.dims.empty()) {
+    nest.dims.push_back(1);
+    runs.push_back({});
+  }
+  for (auto &p : padded) {
+    SmallVector<int64_t> strides(nest.dims.size(), 0);
+    int64_t acc = 1;
+    for (size_t r = nest.dims.size(); r-- > 0;) {
+      bool varies = !runs[r].empty() && p[runs[r].front()] != 1;
+      if (varies) {
+        strides[r] = acc;
+        acc *= nest.dims[r];
+      }
+    }
+    nest.strides.push_back(std::move(strides));
+  }
+  return nest;
+}
+
+SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
+                                                             function_ref<std::string(unsigned)> read,
+                                                             const std::string &indent,
+                                                             std::ostream &os, int64_t &numOps) {
+  Block &block = op.getBody().front();
+  DenseMap<Value, std::string> expr;
+  for (BlockArgument a : block.getArguments())
+    expr[a] = read(a.getArgNumber());
+  numOps = 0;
+  for (Operation &inner : block.without_terminator()) {
+    Value r = inner.getResult(0);
+    if (auto lit = splatLiteral(r)) {
+      expr[r] = *lit;
+      continue;
+    }
+    if (isa<BroadcastToOp>(inner)) {
+      expr[r] = expr.lookup(inner.getOperand(0));
+      continue;
+    }
+    SmallVector<std::string> args;
+    for (Value v : inner.getOperands())
+      args.push_back(expr.lookup(v));
+    std::string name = "v" + std::to_string(numOps++);
+    os << indent << "const " << cType(typeOf(r).getElementType()) << " " << name << " = "
+       << *elementwise(&inner, args) << ";\n";
+    expr[r] = name;
+  }
+  SmallVector<std::string> yielded;
+  for (Value v : op.getYielded())
+    yielded.push_back(expr.lookup(v));
+  return yielded;
+}
+
+std::string KernelPrinter::fusedNodes(Operation *op) {
+  std::string out;
+  op->walk([&](Operation *inner) {
+    if (inner == op || isa<YieldOp, ConstantOp, BroadcastToOp>(inner))
+      return;
+    std::string n;
+    llvm::raw_string_ostream os(n);
+    if (auto nl = dyn_cast<NameLoc>(inner->getLoc()))
+      os << nl.getName().str();
+    else
+      os << inner->getLoc();
+    out += (out.empty() ? "" : ", ") + n + " (" + inner->getName().stripDialect().str() + ")";
+  });
+  return out;
 }
 
 void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
@@ -308,17 +410,6 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
   auto b = [](bool v) { return v ? "true" : "false"; };
   return llvm::TypeSwitch<Operation *, bool>(op)
-      .Case([&](GeluOp g) {
-        body << "  " << lib << "gelu(" << typed(g.getX()) << ", " << typed(res, true) << ", "
-             << numElements(res) << ", " << b(g.getTanh()) << callTail << ");\n";
-        return true;
-      })
-      .Case([&](GeluGradOp g) {
-        body << "  " << lib << "geluGrad(" << typed(g.getX()) << ", " << typed(g.getDy()) << ", "
-             << typed(res, true) << ", " << numElements(res) << ", " << b(g.getTanh())
-             << callTail << ");\n";
-        return true;
-      })
       .Case([&](BroadcastToOp bc) {
         auto in = typeOf(bc.getX()).getShape();
         SmallVector<int64_t> padded(typeOf(res).getRank() - in.size(), 1);
@@ -654,6 +745,14 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
       llvm::raw_string_ostream ss(s);
       ss << r.getType();
       shapes += (shapes.empty() ? "" : ", ") + s;
+    }
+    if (auto fused = dyn_cast<FusedOp>(op)) {
+      // One kernel for several ONNX nodes: the comment and the launch name them all.
+      std::string nodes = fusedNodes(fused);
+      finishKernel(fk.name + ": fused " + fused.getKind().str() + " kernel of ONNX nodes " +
+                       nodes + " -> " + shapes,
+                   "fused_" + fused.getKind().str(), fk, nodes);
+      continue;
     }
     finishKernel(fk.name + ": ONNX node '" + loc + "' -> " + op.getName().getStringRef().str() +
                      " : " + shapes,

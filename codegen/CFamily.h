@@ -18,6 +18,7 @@
 #define ORTC_CODEGEN_CFAMILY_H
 
 #include "codegen/Artifact.h"
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -102,6 +103,27 @@ protected:
   /// The scalar expression of an elementwise op over operand expressions `args`,
   /// or nullopt when `op` is not elementwise.
   std::optional<std::string> elementwise(mlir::Operation *op, llvm::ArrayRef<std::string> args);
+  /// The loop nest of a pointwise kernel (ortc.fused "pointwise"): the iteration
+  /// shape with size-1 dims dropped and neighbouring dims merged where every input
+  /// either varies along both or is broadcast along both, and per input its element
+  /// stride along each of those dims (0: broadcast). A plain chain is one dim.
+  struct PointwiseNest {
+    llvm::SmallVector<int64_t> dims;
+    llvm::SmallVector<llvm::SmallVector<int64_t>> strides; ///< [input][dim]
+    int64_t numElements() const { return dimProduct(dims, 0, dims.size()); }
+  };
+  PointwiseNest pointwiseNest(FusedOp op);
+  /// Prints the scalar statements of a pointwise kernel's body, one
+  /// `const T vN = <expr>;` per op, input k read as `read(k)` (splats as literals,
+  /// broadcasts as their source's read). Returns the expressions of the yielded
+  /// values and the number of ops (a work estimate).
+  llvm::SmallVector<std::string> pointwiseStatements(FusedOp op,
+                                                      llvm::function_ref<std::string(unsigned)> read,
+                                                      const std::string &indent, std::ostream &os,
+                                                      int64_t &numOps);
+  /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".
+  static std::string fusedNodes(mlir::Operation *op);
+
   /// Declares `<ns>ConvGeom g` / `<ns>PoolGeom g` (the same fields in both libraries).
   void convGeom(const std::string &ns, mlir::Value x, mlir::Value w, mlir::Value y,
                 llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,

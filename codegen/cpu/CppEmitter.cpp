@@ -56,6 +56,7 @@ private:
       return *lit;
     return typed(v) + "[i]";
   }
+  void fusedPointwise(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -65,6 +66,72 @@ private:
   }
 
 };
+
+/// One loop nest for a pointwise kernel: a single parallel SIMD loop over a plain
+/// chain; with broadcasts, a parallel loop over the outer dims (each input's row
+/// located once per row) around a SIMD loop over the innermost dim, where every
+/// input is contiguous or one value held in a register.
+void CppPrinter::fusedPointwise(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  auto inputs = op.getInputs();
+  for (auto [k, v] : llvm::enumerate(inputs))
+    body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = " << typed(v)
+         << ";\n";
+  for (auto [k, r] : llvm::enumerate(op.getResults()))
+    body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
+         << typed(r, true) << ";\n";
+  int64_t n = nest.numElements();
+  std::ostringstream stmts;
+  int64_t numOps = 0;
+  size_t rank = nest.dims.size();
+  if (rank == 1) {
+    auto read = [&](unsigned k) {
+      return "in" + std::to_string(k) + (nest.strides[k][0] ? "[i]" : "[0]");
+    };
+    SmallVector<std::string> ys = pointwiseStatements(op, read, "    ", stmts, numOps);
+    body << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n * std::max<int64_t>(numOps, 1) << ")\n"
+         << "  for (int64_t i = 0; i < " << n << "; ++i) {\n"
+         << stmts.str();
+    for (auto [k, y] : llvm::enumerate(ys))
+      body << "    out" << k << "[i] = " << y << ";\n";
+    body << "  }\n";
+    return;
+  }
+  int64_t inner = nest.dims.back(), outer = n / inner;
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
+  };
+  SmallVector<std::string> ys = pointwiseStatements(op, read, "      ", stmts, numOps);
+  body << "  ORTC_KERN_PARALLEL_FOR(" << n * std::max<int64_t>(numOps, 1) << ")\n"
+       << "  for (int64_t o = 0; o < " << outer << "; ++o) {\n";
+  // Coordinates of the row along the outer dims (only where some input needs them).
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    bool used = llvm::any_of(nest.strides, [&](auto &s) { return s[d] != 0; });
+    if (!used)
+      continue;
+    int64_t below = dimProduct(nest.dims, d + 1, rank - 1);
+    body << "    const int64_t c" << d << " = o";
+    if (below > 1)
+      body << " / " << below;
+    if (d > 0)
+      body << " % " << nest.dims[d];
+    body << ";\n";
+  }
+  for (auto [k, v] : llvm::enumerate(inputs)) {
+    std::string offset;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (nest.strides[k][d])
+        offset += (offset.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
+                  std::to_string(nest.strides[k][d]);
+    body << "    const " << cType(typeOf(v).getElementType()) << " *row" << k << " = in" << k
+         << (offset.empty() ? "" : " + (" + offset + ")") << ";\n";
+  }
+  body << "    ORTC_KERN_SIMD\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n"
+       << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    body << "      out" << k << "[o * " << inner << " + j] = " << y << ";\n";
+  body << "    }\n  }\n";
+}
 
 LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
   Value res = op->getNumResults() ? op->getResult(0) : Value();
@@ -89,6 +156,10 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
   auto fail = [&](const std::string &msg) { return unsupported(op, msg, error); };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](FusedOp f) {
+        fusedPointwise(f);
+        return success();
+      })
       .Case([&](GatherOp g) {
         body << "  static const int64_t dims[] = " << dims(g.getData()) << ";\n";
         body << "  if (!ortc::kern::gather(" << typed(g.getData()) << ", dims, "

@@ -82,6 +82,7 @@ private:
   }
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
   void elementwiseKernel(Operation *op, Value res);
+  void fusedKernel(FusedOp op);
   std::string launchShape(Operation *op);
 };
 
@@ -141,6 +142,65 @@ void GpuPrinter::elementwiseKernel(Operation *op, Value res) {
                std::to_string(blocks) + " blocks, one element per thread)";
 }
 
+/// A generated __global__ kernel for a pointwise kernel region: one thread per
+/// element (grid-stride); an input read through a broadcast finds its element from
+/// the coordinates of the collapsed iteration dims it varies along.
+void GpuPrinter::fusedKernel(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  size_t rank = nest.dims.size();
+  std::string fnName = kernelName + "_pw";
+  int64_t n = nest.numElements();
+  // Row-major strides of the iteration dims: an input with these reads element i.
+  SmallVector<int64_t> dense(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;)
+    dense[d] = dense[d + 1] * nest.dims[d + 1];
+  auto read = [&](unsigned k) {
+    if (nest.strides[k] == ArrayRef<int64_t>(dense))
+      return "in" + std::to_string(k) + "[i]";
+    std::string idx;
+    for (size_t d = 0; d < rank; ++d)
+      if (nest.strides[k][d])
+        idx += (idx.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
+               std::to_string(nest.strides[k][d]);
+    return "in" + std::to_string(k) + "[" + (idx.empty() ? "0" : idx) + "]";
+  };
+  std::ostringstream stmts;
+  int64_t numOps = 0;
+  SmallVector<std::string> ys = pointwiseStatements(op, read, "    ", stmts, numOps);
+
+  device << "__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fnName << "(";
+  for (auto [k, v] : llvm::enumerate(op.getInputs()))
+    device << "const " << elemType(v) << " *in" << k << ", ";
+  for (auto [k, r] : llvm::enumerate(op.getResults()))
+    device << elemType(r) << " *out" << k << ", ";
+  device << "int64_t n) {\n"
+         << "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+            " i += (int64_t)gridDim.x * blockDim.x) {\n";
+  for (size_t d = 0; d < rank; ++d) {
+    bool used = llvm::any_of(nest.strides, [&](auto &st) {
+      return st[d] != 0 && ArrayRef<int64_t>(st) != ArrayRef<int64_t>(dense);
+    });
+    if (used)
+      device << "    const int64_t c" << d << " = i"
+             << (dense[d] > 1 ? " / " + std::to_string(dense[d]) : std::string())
+             << (d ? " % " + std::to_string(nest.dims[d]) : std::string()) << ";\n";
+  }
+  device << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    device << "    out" << k << "[i] = " << y << ";\n";
+  device << "  }\n}\n";
+
+  std::string call = "(";
+  for (Value v : op.getInputs())
+    call += typed(v) + ", ";
+  for (Value r : op.getResults())
+    call += typed(r, true) + ", ";
+  int64_t blocks = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  body << "  " << fnName << "<<<" << blocks << ", " << kBlock << ", 0, s>>>" << call << n
+       << ");\n";
+  launchNote = gridShape(n, "fused pointwise kernel, one element per thread");
+}
+
 /// The launch shape of a library call, for the comment opening its launcher.
 std::string GpuPrinter::launchShape(Operation *op) {
   Value res = op->getResult(0);
@@ -155,7 +215,7 @@ std::string GpuPrinter::launchShape(Operation *op) {
   };
   const char *implicitGemm = "implicit-im2col tiled GEMM, 64x64 tiles of 256 threads";
   return llvm::TypeSwitch<Operation *, std::string>(op)
-      .Case<GeluOp, GeluGradOp, BatchNormInferOp>(
+      .Case<BatchNormInferOp>(
           [&](auto) { return grid(res, "one element per thread"); })
       .Case<BroadcastToOp, TransposeOp, SliceOp, PadOp, MaxPoolOp, AvgPoolOp>(
           [&](auto) { return grid(res, "one output element per thread"); })
@@ -224,6 +284,10 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
   const std::string L = "ortc::gpu::";
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](FusedOp f) {
+        fusedKernel(f);
+        return success();
+      })
       .Case([&](GatherOp g) {
         body << "  static const int64_t dims[] = " << dims(g.getData()) << ";\n";
         body << "  " << L << "gather(" << typed(g.getData()) << ", dims, "

@@ -172,6 +172,18 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(w.getResult(), it->second);
         return success();
       })
+      .Case([&](FusedOp f) {
+        // A kernel region: its body, op by op, on the kernel's inputs.
+        Block &block = f.getBody().front();
+        for (auto [arg, in] : llvm::zip(block.getArguments(), f.getInputs()))
+          set(arg, get(in));
+        for (Operation &inner : block.without_terminator())
+          if (failed(run(&inner)))
+            return failure();
+        for (auto [r, y] : llvm::zip(f.getResults(), f.getYielded()))
+          set(r, get(y));
+        return success();
+      })
       .Case([&](NegOp) { return map(op, [](T a, T) { return -a; }, [](int64_t a, int64_t) { return -a; }); })
       .Case([&](ExpOp) { return unaryF([](T a) { return std::exp(a); }); })
       .Case([&](LogOp) { return unaryF([](T a) { return std::log(a); }); })

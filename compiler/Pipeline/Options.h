@@ -20,6 +20,7 @@ namespace ortc {
 #define ORTC_PHASES(X)                                                         \
   X(Import, "import")                                                          \
   X(Training, "training")                                                      \
+  X(Fusion, "fusion")                                                          \
   X(Schedule, "schedule")                                                      \
   X(Codegen, "codegen")                                                        \
   X(Package, "package")
@@ -60,6 +61,8 @@ struct BuildOptions {
   double clipGradNorm = 0.0;
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
+
+  std::string fusion = "default"; ///< default | none (one kernel per op)
 
   // Pipeline control and debugging.
   std::optional<Phase> stopAfter;

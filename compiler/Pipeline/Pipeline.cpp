@@ -108,6 +108,10 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createCSEPass());
     break;
   }
+  case Phase::Fusion:
+    if (options.fusion != "none")
+      pm.addPass(createFormKernels());
+    break;
   case Phase::Schedule:
     pm.addPass(createMemoryPlan());
     break;

@@ -15,4 +15,19 @@ def FuseGelu : Pass<"ortc-fuse-gelu", "mlir::ModuleOp"> {
   let dependentDialects = ["::ortc::OrtcDialect"];
 }
 
+def FormKernels : Pass<"ortc-form-kernels", "mlir::ModuleOp"> {
+  let summary = "Partitions each step function into kernels (ortc.fused regions)";
+  let description = [{
+    Runs after the training passes and before memory planning. Ops join a kernel by
+    their FusionOpInterface: chains of pointwise ops over one shape become one
+    `ortc.fused "pointwise"` region that yields only the values used outside it;
+    broadcasts feeding the chain are read as index maps inside it (and recomputed
+    in every kernel that reads them: they cost nothing), splat constants become
+    literals. An op with several users is computed once: it joins the kernel of its
+    consumers only where that keeps every other user after the kernel. A lone
+    pointwise op that reads no broadcast stays as it is (it already is one kernel).
+  }];
+  let dependentDialects = ["::ortc::OrtcDialect"];
+}
+
 #endif // ORTC_PASSES_FUSION_PASSES_TD

@@ -71,7 +71,13 @@ Value rootOf(Value v) {
   return v;
 }
 
-bool inPlaceSafe(Operation *op) {
+/// True when `op` may write a result over the buffer of its operand `in`: it reads
+/// each element of `in` only to compute the element at the same index.
+bool inPlaceSafe(Operation *op, Value in) {
+  if (auto fused = dyn_cast<FusedOp>(op))
+    return llvm::all_of(fused->getOpOperands(), [&](OpOperand &o) {
+      return rootOf(o.get()) != rootOf(in) || fused.readsAtOwnIndex(o.getOperandNumber());
+    });
   return op->hasTrait<OpTrait::Elementwise>() || isa<SgdUpdateOp, AdamWUpdateOp>(op);
 }
 
@@ -178,7 +184,7 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
       Value arg = fn.getArgument(*tied);
       bool readsArg = llvm::any_of(p->getOperands(),
                                    [&](Value o) { return rootOf(o) == arg; });
-      if (readsArg && !inPlaceSafe(p))
+      if (readsArg && !inPlaceSafe(p, arg))
         continue;
       for (Operation *reader : usersOf[arg])
         if (reader != p && reader != ret.getOperation())
@@ -284,11 +290,11 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
       int64_t size = llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign);
       int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
       std::optional<unsigned> slot;
-      if (op->hasTrait<OpTrait::Elementwise>())
+      if (op->hasTrait<OpTrait::Elementwise>() || isa<FusedOp>(op))
         for (Value in : op->getOperands()) {
           Value root = rootOf(in);
           auto it = slotOf.find(root);
-          if (it != slotOf.end() && lastUse.lookup(root) == (int64_t)i &&
+          if (it != slotOf.end() && inPlaceSafe(op, in) && lastUse.lookup(root) == (int64_t)i &&
               slots[it->second].size == size && slots[it->second].end == (int64_t)i &&
               !reused.count(it->second)) {
             slot = it->second;

@@ -7,7 +7,8 @@ import unittest
 import numpy as np
 import onnxruntime as ort
 
-from ortc_testlib import BUILD, SAMPLES, TempDir, feed_of, reference, rel_err, run, without_dropout
+from ortc_testlib import (BUILD, SAMPLES, TempDir, feed_of, reference, rel_err, run, sample_path,
+                          without_dropout)
 
 ORTC_EVAL = os.path.join(BUILD, "tools", "ortc-eval", "ortc-eval")
 MAX_ERRORS = {}
@@ -56,7 +57,28 @@ class EvalNumerics(unittest.TestCase):
             print("%s: max relative error vs PyTorch (float64): %.2e" % (name, worst))
 
 
+    def fused_equal(self, name):
+        """Kernel formation changes which ops share a kernel, never a number: the
+        evaluator runs the ortc.fused regions and must give the unfused results (float64,
+        Dropout kept, forward outputs and every gradient)."""
+        with TempDir() as d:
+            ref = reference(name, d, "--dtype", "float64", "--no-dropout")
+            np.savez(os.path.join(d, "in.npz"), **feed_of(ref))
+            outs = {}
+            for mode in ("plain", "fused"):
+                path = os.path.join(d, mode + ".npz")
+                run([ORTC_EVAL, sample_path(name), "--dim", "batch=4", "--gradients", "--seed", "3",
+                     "--inputs", os.path.join(d, "in.npz"), "-o", path]
+                    + (["--fused"] if mode == "fused" else []))
+                outs[mode] = dict(np.load(path))
+            self.assertEqual(sorted(outs["plain"]), sorted(outs["fused"]))
+            for key, value in outs["plain"].items():
+                err = rel_err(outs["fused"][key], value)
+                self.assertLessEqual(err, 1e-12, "%s: %s fused vs unfused off by %.2e" % (name, key, err))
+
+
 for _name in SAMPLES:
+    setattr(EvalNumerics, "test_fused_equal_%s" % _name, lambda self, n=_name: self.fused_equal(n))
     setattr(EvalNumerics, "test_forward_%s" % _name, lambda self, n=_name: self.forward(n))
     setattr(EvalNumerics, "test_gradients_%s" % _name, lambda self, n=_name: self.gradients(n))
 

@@ -6,8 +6,10 @@
 // Python tests compare its numbers with onnxruntime and PyTorch.
 //
 //   ortc-eval MODEL.onnx --inputs FEED.npz -o OUT.npz [--dim N=V]... [--gradients]
-//             [--f32] [--no-dropout] [--seed S] [--labels NAME]
+//             [--f32] [--no-dropout] [--seed S] [--labels NAME] [--fused]
 //
+// --fused forms kernels (ortc-form-kernels) before evaluating, so the evaluator runs
+// the ortc.fused regions that codegen prints: fused and unfused must agree.
 // --gradients writes `loss`, `grad/<parameter>` and `buffer/<running stat>` (the
 // BatchNorm statistics after the step); otherwise every model output by name.
 //
@@ -36,7 +38,7 @@ namespace {
 int usage(const char *msg) {
   llvm::errs() << "ortc-eval: usage error: " << msg
                << "\nusage: ortc-eval MODEL.onnx --inputs FEED.npz -o OUT.npz [--dim N=V]... "
-                  "[--gradients] [--f32] [--no-dropout] [--seed S] [--labels NAME]\n";
+                  "[--gradients] [--f32] [--no-dropout] [--seed S] [--labels NAME] [--fused]\n";
   return 2;
 }
 
@@ -149,13 +151,14 @@ int run(func::FuncOp fn, const std::vector<ortc::npz::Array> &feed,
 int main(int argc, char **argv) {
   std::string model, inputs, out, labels = "labels";
   ortc::ImportOptions opts;
-  bool gradients = false, f32 = false;
+  bool gradients = false, f32 = false, fused = false;
   int64_t seed = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--gradients") gradients = true;
     else if (a == "--f32") f32 = true;
+    else if (a == "--fused") fused = true;
     else if (a == "--no-dropout") ortc::setEvalDropoutDisabled(true);
     else if (a == "--inputs" || a == "-o" || a == "--seed" || a == "--dim" || a == "--labels") {
       const char *v = value();
@@ -198,6 +201,8 @@ int main(int argc, char **argv) {
     pm.addPass(ortc::createAttachLoss(lo));
     pm.addPass(ortc::createAutodiff());
   }
+  if (fused)
+    pm.addPass(ortc::createFormKernels());
   if (failed(pm.run(*module)))
     return 1;
   auto fn = module->lookupSymbol<func::FuncOp>(gradients ? "train_step" : "forward");

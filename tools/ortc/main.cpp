@@ -110,6 +110,11 @@ int main(int argc, char **argv) {
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");
+  build->add_option("--fusion", b.fusion,
+                    "default: fuse ops into generated kernels (pointwise chains with the "
+                    "broadcasts they read); none: one kernel per op, for comparison and "
+                    "bisecting")
+      ->check(CLI::IsMember({"default", "none"}))->default_val("default");
   auto *debug = build->add_option_group("Debugging", "Look inside the compile");
   std::string phases;
   for (const std::string &p : ortc::phaseNames())

@@ -2335,62 +2335,64 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
 constexpr double kGeluKappa = 0.044715;
 } // namespace detail
 
-/// torch.nn.functional.gelu / ONNX Gelu: approximate='none':
+/// torch.nn.functional.gelu / ONNX Gelu of one element: approximate='none':
 /// y = x * 0.5 * (1 + erf(x / sqrt(2))); approximate='tanh' (tanhApprox):
-/// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in
-/// T like PyTorch. y may alias x.
-template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox) {
+/// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in T like
+/// PyTorch. Generated pointwise kernels call it (inlined and vectorised: erf and
+/// tanh have SIMD variants above).
+template <typename T> inline T geluOf(T v, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  if (tanhApprox) {
+    const T inner = T(detail::kSqrt2OverPi) * (v + T(detail::kGeluKappa) * v * v * v);
+    return half * v * (one + std::tanh(inner));
+  }
+  return v * half * (one + std::erf(v * T(detail::kSqrt1_2)));
+}
+
+/// Gradient of gelu for one element (PyTorch GeluBackward formulas): 'none':
+/// dx = dy * (0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) / sqrt(2 pi));
+/// 'tanh': with u = sqrt(2 / pi) * (x + 0.044715 x^3), t = tanh(u):
+/// dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2)).
+template <typename T> inline T geluGradOf(T v, T dy, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
+    const T v2 = v * v;
+    const T t = std::tanh(beta * (v + kappa * v2 * v));
+    const T leftD = half * (one + t);
+    const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
+    return dy * (leftD + half * v * rightD);
+  }
+  const T cdf = half * (one + std::erf(v * T(detail::kSqrt1_2)));
+  const T pdf = T(detail::kInvSqrt2Pi) * std::exp(-half * v * v);
+  return dy * (cdf + v * pdf);
+}
+
+/// gelu over n elements; y may alias x. (One loop per form, so that each
+/// vectorises without the other's math.)
+template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox) {
+  if (tanhApprox) {
     ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = x[i];
-      const T inner = beta * (v + kappa * v * v * v);
-      y[i] = half * v * (one + std::tanh(inner));
-    }
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = geluOf(x[i], true);
   } else {
-    const T a = T(detail::kSqrt1_2);
     ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = x[i];
-      y[i] = v * half * (one + std::erf(v * a));
-    }
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = geluOf(x[i], false);
   }
 }
 
-/// Gradient of gelu (PyTorch GeluBackward formulas): 'none':
-/// dx = dy * (0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) /
-/// sqrt(2 pi)); 'tanh': with u = sqrt(2 / pi) * (x + 0.044715 x^3),
-/// t = tanh(u): dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) *
-/// sqrt(2 / pi) * (1 + 3 * 0.044715 x^2)). dx may alias dy.
+/// geluGrad over n elements; dx may alias dy.
 template <typename T>
 void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
   if (tanhApprox) {
-    const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
     ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = x[i];
-      const T v2 = v * v;
-      const T inner = beta * (v + kappa * v2 * v);
-      const T t = std::tanh(inner);
-      const T left = half * v;
-      const T right = one + t;
-      const T leftD = half * right;
-      const T innerD = beta * (one + T(3) * kappa * v2);
-      const T rightD = (one - t * t) * innerD;
-      dx[i] = dy[i] * (leftD + left * rightD);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = geluGradOf(x[i], dy[i], true);
   } else {
-    const T a = T(detail::kSqrt1_2), b = T(detail::kInvSqrt2Pi);
     ORTC_KERN_PARALLEL_FOR_SIMD(n * 16)
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = x[i];
-      const T cdf = half * (one + std::erf(v * a));
-      const T pdf = b * std::exp(-half * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = geluGradOf(x[i], dy[i], false);
   }
 }
 

@@ -217,17 +217,33 @@ __device__ inline void storePack(T *p, const T (&src)[V], int64_t base, int64_t 
 // GELU, dropout
 //===----------------------------------------------------------------------===//
 
-template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluKernel(const T *x, T *y, int64_t n, bool tanhApprox) {
+/// GELU of one element (the CPU library's geluOf); generated pointwise kernels call it.
+template <typename T> __device__ inline T geluOf(T v, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
-  ORTC_FOR(i, n) {
-    const T v = x[i];
-    if (tanhApprox) {
-      const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
-      y[i] = half * v * (one + tanh(inner));
-    } else {
-      y[i] = v * half * (one + erf(v * T(0.70710678118654752440)));
-    }
+  if (tanhApprox) {
+    const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
+    return half * v * (one + tanh(inner));
   }
+  return v * half * (one + erf(v * T(0.70710678118654752440)));
+}
+/// dx of GELU for one element (the CPU library's geluGradOf).
+template <typename T> __device__ inline T geluGradOf(T v, T dy, bool tanhApprox) {
+  const T half = T(0.5), one = T(1);
+  if (tanhApprox) {
+    const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+    const T v2 = v * v;
+    const T t = tanh(beta * (v + kappa * v2 * v));
+    const T leftD = half * (one + t);
+    const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
+    return dy * (leftD + half * v * rightD);
+  }
+  const T cdf = half * (one + erf(v * T(0.70710678118654752440)));
+  const T pdf = T(0.39894228040143267794) * exp(-half * v * v);
+  return dy * (cdf + v * pdf);
+}
+
+template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluKernel(const T *x, T *y, int64_t n, bool tanhApprox) {
+  ORTC_FOR(i, n) y[i] = geluOf(x[i], tanhApprox);
 }
 template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox, ortcStream_t s) {
   geluKernel<<<gridFor(n), kBlock, 0, s>>>(x, y, n, tanhApprox);
@@ -235,22 +251,7 @@ template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox, or
 
 template <typename T>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
-  ORTC_FOR(i, n) {
-    const T v = x[i];
-    if (tanhApprox) {
-      const T beta = T(0.79788456080286535588), kappa = T(0.044715);
-      const T v2 = v * v;
-      const T t = tanh(beta * (v + kappa * v2 * v));
-      const T leftD = half * (one + t);
-      const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
-      dx[i] = dy[i] * (leftD + half * v * rightD);
-    } else {
-      const T cdf = half * (one + erf(v * T(0.70710678118654752440)));
-      const T pdf = T(0.39894228040143267794) * exp(-half * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
-  }
+  ORTC_FOR(i, n) dx[i] = geluGradOf(x[i], dy[i], tanhApprox);
 }
 template <typename T> void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox, ortcStream_t s) {
   geluGradKernel<<<gridFor(n), kBlock, 0, s>>>(x, dy, dx, n, tanhApprox);

@@ -15,6 +15,14 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace ortc {
+/// How an op joins a generated kernel (FusionOpInterface).
+enum class FusionRole {
+  Pointwise, ///< each result element from the operands' elements at its index
+  IndexMap,  ///< reads its operand at a computed index, no arithmetic (broadcast)
+};
+} // namespace ortc
+
 #include "compiler/Dialect/Ortc/OrtcDialect.h.inc"
 #include "compiler/Dialect/Ortc/OrtcInterfaces.h.inc"
 

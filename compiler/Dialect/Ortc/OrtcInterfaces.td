@@ -23,4 +23,24 @@ def Ortc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Ortc_FusionOpInterface : OpInterface<"FusionOpInterface"> {
+  let cppNamespace = "::ortc";
+  let description = [{
+    How an op joins a generated kernel (passes/fusion/FormKernels.cpp). The rule lives
+    with the op, like its gradient: `Pointwise` ops compute each result element from the
+    operands' elements at the same index (one scalar expression each); `IndexMap` ops
+    move no data, they only say at which index an operand element is read (broadcasts),
+    so a kernel reads through them instead of materialising their result. Ops without
+    the interface form kernels of their own.
+  }];
+  let methods = [
+    InterfaceMethod<"How the op joins a kernel.", "::ortc::FusionRole", "getFusionRole",
+      (ins), [{}], [{ return ::ortc::FusionRole::Pointwise; }]>,
+    InterfaceMethod<[{True when recomputing the op inside every consuming kernel costs
+      less than writing its result to memory and reading it back (index maps, cheap
+      arithmetic). An expensive op with several users is computed once.}],
+      "bool", "isCheapToRecompute", (ins), [{}], [{ return false; }]>
+  ];
+}
+
 #endif // ORTC_INTERFACES_TD

@@ -7,5 +7,6 @@ include "compiler/Dialect/Ortc/Elementwise.td"
 include "compiler/Dialect/Ortc/Shape.td"
 include "compiler/Dialect/Ortc/NN.td"
 include "compiler/Dialect/Ortc/Training.td"
+include "compiler/Dialect/Ortc/Kernel.td"
 
 #endif // ORTC_OPS_TD

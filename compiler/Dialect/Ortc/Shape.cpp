@@ -37,6 +37,10 @@ OpFoldResult BroadcastToOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+// A kernel reads x at the broadcast index: no copy, and every consumer may do so.
+FusionRole BroadcastToOp::getFusionRole() { return FusionRole::IndexMap; }
+bool BroadcastToOp::isCheapToRecompute() { return true; }
+
 LogicalResult BroadcastToOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                            SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());

@@ -9,7 +9,9 @@ class Ortc_ShapeOp<string mnemonic, list<Trait> traits = []>
     : Ortc_Op<mnemonic, traits # [Pure,
         DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]>;
 
-def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to"> {
+def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface,
+                              ["getFusionRole", "isCheapToRecompute"]>]> {
   let summary = "Numpy broadcast of x to the result shape (x's dims right-aligned)";
   let arguments = (ins Ortc_Tensor:$x);
   let results = (outs Ortc_Tensor:$result);

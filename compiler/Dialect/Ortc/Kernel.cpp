@@ -1,0 +1,56 @@
+//===- Kernel.cpp - The kernel-level region op ----------------------------===//
+//
+// ortc.fused is the unit codegen prints as one kernel. Its verifier holds what the
+// printers and the memory plan rely on: block arguments mirror the operands, the
+// yield mirrors the results, and a pointwise kernel yields values of one shape.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
+
+using namespace mlir;
+
+namespace ortc {
+
+Operation::operand_range FusedOp::getYielded() {
+  return getBody().front().getTerminator()->getOperands();
+}
+
+bool FusedOp::readsAtOwnIndex(unsigned i) {
+  BlockArgument arg = getBody().front().getArgument(i);
+  if (arg.getType() != getResult(0).getType() &&
+      cast<RankedTensorType>(arg.getType()).getShape() !=
+          cast<RankedTensorType>(getResult(0).getType()).getShape())
+    return false;
+  return llvm::none_of(arg.getUsers(), [](Operation *u) {
+    auto f = dyn_cast<FusionOpInterface>(u);
+    return !f || f.getFusionRole() != FusionRole::Pointwise;
+  });
+}
+
+LogicalResult FusedOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << block.getNumArguments() << " block arguments for "
+                               << getInputs().size() << " operands";
+  for (auto [arg, in] : llvm::zip(block.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError("block argument type ")
+             << arg.getType() << " differs from its operand's " << in.getType();
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with ortc.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().getTypes() << " but returns "
+                                  << getResultTypes();
+  if (getKind() != "pointwise")
+    return emitOpError("unknown kind '") << getKind() << "'";
+  if (getNumResults() == 0)
+    return emitOpError("yields nothing");
+  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != shape)
+      return emitOpError("a pointwise kernel yields values of one shape");
+  return success();
+}
+
+} // namespace ortc

@@ -1,0 +1,44 @@
+// The kernel level: a region op that holds the ortc ops one generated kernel computes.
+// Kernel formation (passes/fusion) moves fused ops into its body; codegen prints the
+// body as one kernel and the evaluator runs it; the memory plan sees only what the
+// kernel yields, so values inside never reach the arena.
+#ifndef ORTC_KERNEL_TD
+#define ORTC_KERNEL_TD
+
+include "compiler/Dialect/Ortc/OrtcBase.td"
+
+def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
+    RecursiveMemoryEffects]> {
+  let summary = "One generated kernel: its body's ops over one iteration space";
+  let description = [{
+    The body's block arguments are the operands (what the kernel reads); `ortc.yield`
+    names the values that leave the kernel (its results, what it writes). `kind`
+    says how codegen iterates: "pointwise" runs one loop over the shape of the
+    yielded values (all equal), reading each operand at the element's index or, for
+    operands only read through `ortc.broadcast_to`, at the broadcast index. The
+    location fuses the ONNX node names of every op inside.
+  }];
+  let arguments = (ins Variadic<Ortc_Tensor>:$inputs, StrAttr:$kind);
+  let results = (outs Variadic<Ortc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The yielded values, one per result.
+    ::mlir::Operation::operand_range getYielded();
+    /// True when every element of input `i` is read only at the index of the
+    /// element being computed (no broadcast): a result may then be written over it
+    /// in place.
+    bool readsAtOwnIndex(unsigned i);
+  }];
+}
+
+def Ortc_YieldOp : Ortc_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "The values that leave an ortc.fused kernel";
+  let arguments = (ins Variadic<Ortc_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // ORTC_KERNEL_TD

@@ -1,0 +1,204 @@
+//===- FormKernels.cpp - Partition step functions into ortc.fused kernels -===//
+//
+// Algorithm (per function, over its one block):
+//  1. Walk the ops in order. A pointwise op (FusionOpInterface) starts a group of
+//     its own, then merges with the group of every pointwise producer of the same
+//     iteration shape, when legal: the merged kernel runs where its last op stands,
+//     so every user of a value defined in it that is not itself in it must come
+//     after that op. (Users are checked over the whole function, so a later merge
+//     can never move a kernel past a reader of its values.) This is the
+//     producer/consumer rule of IREE's dispatch formation and Inductor's scheduler,
+//     without recompute of pointwise ops: an op with several users is computed once
+//     and yielded to the users outside.
+//  2. Operands defined by an index map (broadcast_to) of the group's shape are read
+//     through it: the map is cloned into every kernel that reads it, its source
+//     becomes the kernel's input, and it disappears once no one else reads it. Splat
+//     constants are cloned too (codegen prints them as literals).
+//  3. Each group with two or more ops, or one op reading through an index map,
+//     becomes an ortc.fused "pointwise" op placed before its last op: inputs in
+//     order of first use, results = the members' values used outside, location =
+//     the fused locations of the members (their ONNX nodes).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/fusion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+namespace ortc {
+#define GEN_PASS_DEF_FORMKERNELS
+#include "passes/fusion/Passes.h.inc"
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+bool hasRole(Operation *op, FusionRole role) {
+  auto f = dyn_cast_or_null<FusionOpInterface>(op);
+  return f && f.getFusionRole() == role;
+}
+
+/// A pointwise op codegen can put in a kernel: one result.
+bool isPointwise(Operation *op) {
+  return hasRole(op, FusionRole::Pointwise) && op->getNumResults() == 1;
+}
+
+bool isSplatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  return dense && dense.isSplat();
+}
+
+/// An operand the kernel of `user` reads through an index map.
+bool readThroughMap(Value v) {
+  Operation *p = v.getDefiningOp();
+  return hasRole(p, FusionRole::IndexMap) &&
+         cast<FusionOpInterface>(p).isCheapToRecompute();
+}
+
+struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      formKernels(fn);
+  }
+
+  void formKernels(func::FuncOp fn) {
+    Block &body = fn.getBody().front();
+    DenseMap<Operation *, unsigned> pos;
+    for (auto [i, op] : llvm::enumerate(body.getOperations()))
+      pos[&op] = i;
+
+    // 1. Groups.
+    llvm::EquivalenceClasses<Operation *> groups;
+    auto members = [&](Operation *op) {
+      auto range = groups.members(op);
+      return SmallVector<Operation *>(range.begin(), range.end());
+    };
+    auto canMerge = [&](ArrayRef<Operation *> merged, Operation *last) {
+      SmallPtrSet<Operation *, 16> in(merged.begin(), merged.end());
+      for (Operation *m : merged)
+        for (Operation *u : m->getUsers())
+          if (!in.count(u) && pos.lookup(u) <= pos.lookup(last))
+            return false;
+      return true;
+    };
+    for (Operation &opRef : body.without_terminator()) {
+      Operation *op = &opRef;
+      if (!isPointwise(op))
+        continue;
+      groups.insert(op);
+      ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
+      for (Value in : op->getOperands()) {
+        Operation *p = in.getDefiningOp();
+        if (!p || !groups.contains(p) || groups.isEquivalent(p, op) ||
+            shapeOf(p->getResult(0)) != shape)
+          continue;
+        SmallVector<Operation *> merged = members(p);
+        llvm::append_range(merged, members(op));
+        if (!canMerge(merged, op))
+          continue;
+        groups.unionSets(p, op);
+      }
+    }
+
+    // 2-3. One ortc.fused per group worth a kernel of its own.
+    SmallVector<SmallVector<Operation *>> kernels;
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (!(*it)->isLeader())
+        continue;
+      SmallVector<Operation *> ms(groups.member_begin(**it), groups.member_end());
+      llvm::sort(ms, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      bool readsMap = llvm::any_of(ms, [](Operation *m) {
+        return llvm::any_of(m->getOperands(), readThroughMap);
+      });
+      if (ms.size() >= 2 || readsMap)
+        kernels.push_back(std::move(ms));
+    }
+    llvm::sort(kernels, [&](auto &a, auto &b) { return pos[a.back()] < pos[b.back()]; });
+    for (auto &ms : kernels)
+      buildKernel(ms);
+  }
+
+  void buildKernel(ArrayRef<Operation *> ms) {
+    SmallPtrSet<Operation *, 16> in(ms.begin(), ms.end());
+    // Inputs in order of first use; index maps read their source; splats are cloned.
+    SetVector<Value> inputs;
+    SetVector<Operation *> maps;
+    for (Operation *m : ms)
+      for (Value v : m->getOperands()) {
+        Operation *p = v.getDefiningOp();
+        if (p && in.count(p))
+          continue;
+        if (isSplatConstant(v))
+          continue;
+        if (readThroughMap(v)) {
+          maps.insert(p);
+          for (Value src : p->getOperands())
+            if (!isSplatConstant(src))
+              inputs.insert(src);
+          continue;
+        }
+        inputs.insert(v);
+      }
+    SmallVector<Value> outputs;
+    for (Operation *m : ms)
+      for (Value r : m->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !in.count(u); }))
+          outputs.push_back(r);
+    if (outputs.empty())
+      return; // dead code: left for the canonicalizer to remove
+
+    Operation *last = ms.back();
+    OpBuilder b(last);
+    SmallVector<Location> locs;
+    for (Operation *m : ms)
+      locs.push_back(m->getLoc());
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fused = FusedOp::create(b, FusedLoc::get(b.getContext(), locs), resultTypes,
+                                 inputs.getArrayRef(), b.getStringAttr("pointwise"));
+    Block *block = new Block();
+    fused.getBody().push_back(block);
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+    OpBuilder inner = OpBuilder::atBlockEnd(block);
+    // Clones `v`'s producer into the body when it is a splat or an index map.
+    auto cloneLeaf = [&](Value v) {
+      if (map.contains(v))
+        return;
+      Operation *p = v.getDefiningOp();
+      for (Value src : p->getOperands())
+        if (!map.contains(src))
+          inner.clone(*src.getDefiningOp(), map); // a splat source of a map
+      inner.clone(*p, map);
+    };
+    for (Operation *m : ms) {
+      for (Value v : m->getOperands())
+        if (!map.contains(v))
+          cloneLeaf(v);
+      inner.clone(*m, map);
+    }
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    YieldOp::create(inner, fused.getLoc(), yielded);
+
+    for (auto [v, r] : llvm::zip(outputs, fused.getResults()))
+      v.replaceUsesWithIf(r, [&](OpOperand &use) { return !in.count(use.getOwner()); });
+    for (Operation *m : llvm::reverse(ms))
+      m->erase();
+    for (Operation *p : maps)
+      if (p->use_empty())
+        p->erase();
+  }
+};
+
+} // namespace
+} // namespace ortc

@@ -1,0 +1,80 @@
+// RUN: ortc-opt --split-input-file --ortc-form-kernels %s | FileCheck %s
+
+// A pointwise chain with the bias broadcast it reads becomes one kernel: the broadcast
+// is an index map inside it (no copy), the splat a literal; only the last value leaves.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[K:.*]] = ortc.fused "pointwise"(%arg0, %arg1) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>):
+// CHECK-NEXT: %[[BB:.*]] = ortc.broadcast_to %[[B]] : tensor<8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[A:.*]] = ortc.add %[[X]], %[[BB]]
+// CHECK-NEXT: %[[C:.*]] = ortc.constant dense<5.000000e-01>
+// CHECK-NEXT: %[[M:.*]] = ortc.mul %[[A]], %[[C]]
+// CHECK-NEXT: %[[R:.*]] = ortc.relu %[[M]]
+// CHECK-NEXT: ortc.yield %[[R]] : tensor<4x8xf32>
+// CHECK: return %[[K]]
+// CHECK-NOT: ortc.broadcast_to
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %bb = ortc.broadcast_to %b : tensor<8xf32> -> tensor<4x8xf32>
+  %a = ortc.add %x, %bb : tensor<4x8xf32>
+  %h = ortc.constant dense<0.5> : tensor<4x8xf32>
+  %m = ortc.mul %a, %h : tensor<4x8xf32>
+  %r = ortc.relu %m : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// An expensive producer with several users is computed once: it joins the kernel of
+// its consumers and leaves it for its other user (the matmul), which runs after.
+// CHECK-LABEL: func.func @shared_producer
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0) : (tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK: ortc.exp
+// CHECK: ortc.neg
+// CHECK-NOT: ortc.exp
+// CHECK: ortc.matmul %[[K]]#0, %[[K]]#1
+func.func @shared_producer(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %e = ortc.exp %x : tensor<4x4xf32>
+  %n = ortc.neg %e : tensor<4x4xf32>
+  %m = ortc.matmul %e, %n : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
+
+// -----
+
+// Negative: a consumer that must wait for a non-pointwise user of its producer cannot
+// join the producer's kernel (the kernel would run after that user needs its value),
+// and values of other shapes form their own kernels. A lone op reading no broadcast
+// stays as it is.
+// CHECK-LABEL: func.func @barrier
+// CHECK: %[[E:.*]] = ortc.exp %arg0
+// CHECK-NEXT: %[[S:.*]] = ortc.reduce_sum %[[E]]
+// CHECK-NEXT: %[[K:.*]] = ortc.fused "pointwise"(%[[E]], %[[S]])
+// CHECK: ortc.broadcast_to
+// CHECK-NEXT: ortc.div
+// CHECK-NEXT: ortc.sqrt
+// CHECK-NEXT: ortc.yield
+func.func @barrier(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = ortc.exp %x : tensor<4x8xf32>
+  %s = ortc.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %sb = ortc.broadcast_to %s : tensor<4x1xf32> -> tensor<4x8xf32>
+  %d = ortc.div %e, %sb : tensor<4x8xf32>
+  %q = ortc.sqrt %d : tensor<4x8xf32>
+  return %q : tensor<4x8xf32>
+}
+
+// -----
+
+// A broadcast read by a kernel and by another op stays for that op (and is recomputed
+// in the kernel as an index map); ops of different shapes never share a kernel.
+// CHECK-LABEL: func.func @shapes
+// CHECK: %[[N:.*]] = ortc.neg %arg1 : tensor<8xf32>
+// CHECK: %[[BB:.*]] = ortc.broadcast_to %[[N]]
+// CHECK: ortc.fused "pointwise"(%arg0, %[[N]])
+// CHECK: ortc.matmul %[[BB]]
+func.func @shapes(%x: tensor<8x8xf32>, %b: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %n = ortc.neg %b : tensor<8xf32>
+  %bb = ortc.broadcast_to %n : tensor<8xf32> -> tensor<8x8xf32>
+  %a = ortc.add %x, %bb : tensor<8x8xf32>
+  %m = ortc.matmul %bb, %x : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  return %a, %m : tensor<8x8xf32>, tensor<8x8xf32>
+}
