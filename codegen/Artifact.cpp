@@ -659,6 +659,7 @@ KernelCounts countKernels(const std::vector<FunctionKernels> &functions) {
   for (const FunctionKernels &f : functions)
     for (const Launch &l : f.launches) {
       ++counts.launches;
+      counts.bytes += l.bytes;
       distinct.insert(l.kernel);
     }
   counts.distinct = distinct.size();
@@ -676,10 +677,15 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
   nlohmann::json fns = nlohmann::json::object();
   for (const FunctionKernels &f : functions) {
     KernelCounts mine = countKernels({f});
-    fns[f.name] = {{"launches", mine.launches}, {"distinct_kernels", mine.distinct}};
+    fns[f.name] = {{"launches", mine.launches},
+                   {"distinct_kernels", mine.distinct},
+                   {"bytes", mine.bytes}};
   }
   KernelCounts all = countKernels(functions);
-  report["kernels"] = {{"launches", all.launches}, {"distinct", all.distinct}, {"functions", fns}};
+  report["kernels"] = {{"launches", all.launches},
+                       {"distinct", all.distinct},
+                       {"bytes", all.bytes},
+                       {"functions", fns}};
   nlohmann::json units = nlohmann::json::array();
   for (const PackageStats::Unit &u : stats.units)
     units.push_back({{"source", u.source},

@@ -59,6 +59,9 @@ struct Launch {
   std::string kernel;
   std::vector<LaunchArg> args;
   std::string node, op; ///< the ONNX node and ortc op it runs (for profiles and errors)
+  /// Estimated memory traffic: the bytes of the tensors it reads and writes (values
+  /// inside a fused kernel never reach memory; literals are not read).
+  int64_t bytes = 0;
 };
 
 /// One step function as the runtime sees it.
@@ -83,9 +86,11 @@ struct ArtifactOptions {
   double headerCompiledEarlyMs = 0;
 };
 
-/// Launches of the step programs and distinct kernels among them.
+/// Launches of the step programs, distinct kernels among them, and the launches'
+/// estimated bytes read + written.
 struct KernelCounts {
   size_t launches = 0, distinct = 0;
+  int64_t bytes = 0;
 };
 KernelCounts countKernels(const std::vector<FunctionKernels> &functions);
 

@@ -625,7 +625,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
 static constexpr const char *kNamePlaceholder = "@ortc_kernel@";
 
 void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
-                                 FunctionKernels &fk, const std::string &node) {
+                                 FunctionKernels &fk, const std::string &node, int64_t bytes) {
   std::string launcher = std::string("extern \"C\" void ") + kNamePlaceholder + signature() +
                          " {\n" + prologue() + setup.str() + body.str() + "}\n";
   std::string text = device.str() + launcher + launchNote;
@@ -647,7 +647,7 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
   }
   DistinctKernel &k = distinct[it->second];
   k.sites.push_back(site);
-  fk.launches.push_back({k.name, slots, node, opName.str()});
+  fk.launches.push_back({k.name, slots, node, opName.str(), bytes});
   for (std::ostringstream *s : {&setup, &body, &device})
     s->str("");
   launchNote.clear();
@@ -717,13 +717,16 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
       continue;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results not already written in place are copied into their tensors.
+      int64_t copied = 0;
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         std::string dest = destFor(i);
-        if (ptr(v) != dest)
+        if (ptr(v) != dest) {
           emitCopy(dest, ptr(v), byteSize(v));
+          copied += 2 * byteSize(v);
+        }
       }
       if (!body.str().empty())
-        finishKernel(fk.name + ": copy results into their tensors", "copy", fk);
+        finishKernel(fk.name + ": copy results into their tensors", "copy", fk, "", copied);
       break;
     }
     for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
@@ -746,17 +749,23 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
       ss << r.getType();
       shapes += (shapes.empty() ? "" : ", ") + s;
     }
+    // Traffic estimate: every tensor read (literals aside) and written, once.
+    int64_t bytes = 0;
+    llvm::SmallPtrSet<Value, 8> counted;
+    for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
+      if (!splatValue(v) && counted.insert(v).second)
+        bytes += byteSize(v);
     if (auto fused = dyn_cast<FusedOp>(op)) {
       // One kernel for several ONNX nodes: the comment and the launch name them all.
       std::string nodes = fusedNodes(fused);
       finishKernel(fk.name + ": fused " + fused.getKind().str() + " kernel of ONNX nodes " +
                        nodes + " -> " + shapes,
-                   "fused_" + fused.getKind().str(), fk, nodes);
+                   "fused_" + fused.getKind().str(), fk, nodes, bytes);
       continue;
     }
     finishKernel(fk.name + ": ONNX node '" + loc + "' -> " + op.getName().getStringRef().str() +
                      " : " + shapes,
-                 op.getName().stripDialect(), fk, loc);
+                 op.getName().stripDialect(), fk, loc, bytes);
   }
   return success();
 }

@@ -167,7 +167,7 @@ private:
   /// Ends the kernel being printed: finds or adds its distinct body and appends
   /// the launch (with the arguments bound so far) to `fk`.
   void finishKernel(const std::string &site, llvm::StringRef opName, FunctionKernels &fk,
-                    const std::string &node = "");
+                    const std::string &node = "", int64_t bytes = 0);
   /// "ptrs[k]" for `arg`, adding it to the kernel's arguments on first use.
   std::string slot(LaunchArg arg);
 

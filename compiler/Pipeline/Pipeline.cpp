@@ -403,6 +403,13 @@ int runBuild(const BuildOptions &options) {
                  << " ms, package (kernel compile included): " << llvm::format("%.2f", ms(c1, c2))
                  << " ms\n";
   }
+  // Launches are what a step runs, distinct kernels what was compiled.
+  for (const FunctionKernels &f : functions) {
+    KernelCounts c = countKernels({f});
+    llvm::errs() << "ortc: @" << f.name << ": " << c.launches << " launches, " << c.distinct
+                 << " distinct kernels, ~" << llvm::format("%.2f", c.bytes / 1048576.0)
+                 << " MB read+written per step\n";
+  }
   KernelCounts counts = countKernels(functions);
   llvm::errs() << "ortc: wrote " << options.output << " (" << table->tensors().size()
                << " tensors, " << counts.launches << " launches of " << counts.distinct
