@@ -101,7 +101,21 @@ static std::optional<double> splatValue(Value v) {
   return (double)dense.getSplatValue<APInt>().getSExtValue();
 }
 
+/// The value outside a kernel region that `v` inside it stands for.
+static Value outerValue(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto f = dyn_cast_or_null<FusedOp>(arg.getOwner()->getParentOp()))
+      return f.getInputs()[arg.getArgNumber()];
+  if (Operation *def = v.getDefiningOp())
+    if (auto f = dyn_cast_or_null<FusedOp>(def->getParentOp()))
+      for (OpOperand &use : f.getBody().front().getTerminator()->getOpOperands())
+        if (use.get() == v)
+          return f.getResult(use.getOperandNumber());
+  return v;
+}
+
 std::string KernelPrinter::ptr(Value v) {
+  v = outerValue(v);
   Placement p = placementOf(v);
   switch (p.kind) {
   case Placement::Arena:
@@ -349,6 +363,14 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   for (Value v : op.getYielded())
     yielded.push_back(expr.lookup(v));
   return yielded;
+}
+
+SmallVector<Operation *> KernelPrinter::multiTensorOps(FusedOp op) {
+  SmallVector<Operation *> ops;
+  for (Operation &inner : op.getBody().front().without_terminator())
+    if (!isa<ConstantOp>(inner))
+      ops.push_back(&inner);
+  return ops;
 }
 
 std::string KernelPrinter::fusedNodes(Operation *op) {
@@ -758,6 +780,8 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     if (auto fused = dyn_cast<FusedOp>(op)) {
       // One kernel for several ONNX nodes: the comment and the launch name them all.
       std::string nodes = fusedNodes(fused);
+      if (op.getNumResults() > 4)
+        shapes = std::to_string(op.getNumResults()) + " tensors";
       finishKernel(fk.name + ": fused " + fused.getKind().str() + " kernel of ONNX nodes " +
                        nodes + " -> " + shapes,
                    "fused_" + fused.getKind().str(), fk, nodes, bytes);

@@ -86,7 +86,8 @@ protected:
   virtual std::string targetDescription() const = 0;
 
   /// A C expression for the data pointer of `v`: a kernel argument `ptrs[k]`
-  /// bound to its planned address, or a model constant.
+  /// bound to its planned address, or a model constant. Inside a kernel region, a
+  /// block argument is its operand and a yielded value the region's result.
   std::string ptr(mlir::Value v);
   /// The pointer cast to `const T *` (or `T *` when writable).
   std::string typed(mlir::Value v, bool writable = false);
@@ -121,6 +122,8 @@ protected:
                                                       llvm::function_ref<std::string(unsigned)> read,
                                                       const std::string &indent, std::ostream &os,
                                                       int64_t &numOps);
+  /// The ops of a multi-tensor kernel region, in order.
+  static llvm::SmallVector<mlir::Operation *> multiTensorOps(FusedOp op);
   /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".
   static std::string fusedNodes(mlir::Operation *op);
 

@@ -57,6 +57,7 @@ private:
     return typed(v) + "[i]";
   }
   void fusedPointwise(FusedOp op);
+  void multiTensorUpdate(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -133,6 +134,53 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   body << "    }\n  }\n";
 }
 
+/// Every update of a multi-tensor kernel in one call of the library's *Multi
+/// function (one parallel region over all their elements).
+void CppPrinter::multiTensorUpdate(FusedOp op) {
+  SmallVector<Operation *> ops = multiTensorOps(op);
+  auto copyIfDistinct = [&](Value from, Value to) {
+    if (ptr(from) != ptr(to))
+      emitCopy(ptr(to), ptr(from), byteSize(to));
+  };
+  std::string T = cType(typeOf(op.getResult(0)).getElementType());
+  std::ostringstream list;
+  for (Operation *inner : ops) {
+    if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
+      copyIfDistinct(u.getParam(), u.getNewParam());
+      copyIfDistinct(u.getM(), u.getNewM());
+      copyIfDistinct(u.getV(), u.getNewV());
+      list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
+           << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
+           << numElements(u.getParam()) << "},\n";
+    } else {
+      auto s = cast<SgdUpdateOp>(inner);
+      copyIfDistinct(s.getParam(), s.getResult(0));
+      if (s.getMomentumBuffer())
+        copyIfDistinct(s.getMomentumBuffer(), s.getResult(1));
+      list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
+           << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : "nullptr") << ", nullptr, "
+           << numElements(s.getParam()) << "},\n";
+    }
+  }
+  body << "  const ortc::kern::UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
+    body << "  ortc::kern::adamwUpdateMulti(ts, " << ops.size() << ", " << scalar(u.getLr()) << ", "
+         << cLiteral(u.getBeta1().convertToDouble(), T, sp) << ", "
+         << cLiteral(u.getBeta2().convertToDouble(), T, sp) << ", "
+         << cLiteral(u.getEps().convertToDouble(), T, sp) << ", "
+         << cLiteral(u.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(u.getStep())
+         << ", " << typed(u.getApply()) << ");\n";
+  else {
+    auto sgd = cast<SgdUpdateOp>(ops.front());
+    body << "  ortc::kern::sgdUpdateMulti(ts, " << ops.size() << ", " << scalar(sgd.getLr()) << ", "
+         << cLiteral(sgd.getMomentum().convertToDouble(), T, sp) << ", "
+         << cLiteral(sgd.getDampening().convertToDouble(), T, sp) << ", "
+         << (sgd.getNesterov() ? "true" : "false") << ", "
+         << cLiteral(sgd.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(sgd.getStep())
+         << ", " << typed(sgd.getApply()) << ");\n";
+  }
+}
+
 LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
   Value res = op->getNumResults() ? op->getResult(0) : Value();
   std::string T = res ? cType(typeOf(res).getElementType()) : "";
@@ -157,7 +205,10 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](FusedOp f) {
-        fusedPointwise(f);
+        if (f.getKind() == "pointwise")
+          fusedPointwise(f);
+        else
+          multiTensorUpdate(f);
         return success();
       })
       .Case([&](GatherOp g) {

@@ -83,6 +83,7 @@ private:
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
+  void multiTensorUpdate(FusedOp op);
   std::string launchShape(Operation *op);
 };
 
@@ -201,6 +202,58 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   launchNote = gridShape(n, "fused pointwise kernel, one element per thread");
 }
 
+/// Every update of a multi-tensor kernel through the library's *Multi function:
+/// one device kernel per ortc::gpu::kMultiTensor tensors.
+void GpuPrinter::multiTensorUpdate(FusedOp op) {
+  SmallVector<Operation *> ops = multiTensorOps(op);
+  auto copyIfDistinct = [&](Value from, Value to) {
+    if (ptr(from) != ptr(to))
+      emitCopy(ptr(to), ptr(from), byteSize(to));
+  };
+  std::string T = elemType(op.getResult(0));
+  std::ostringstream list;
+  int64_t total = 0;
+  for (Operation *inner : ops) {
+    if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
+      copyIfDistinct(u.getParam(), u.getNewParam());
+      copyIfDistinct(u.getM(), u.getNewM());
+      copyIfDistinct(u.getV(), u.getNewV());
+      list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
+           << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
+           << numElements(u.getParam()) << "},\n";
+    } else {
+      auto s = cast<SgdUpdateOp>(inner);
+      copyIfDistinct(s.getParam(), s.getResult(0));
+      if (s.getMomentumBuffer())
+        copyIfDistinct(s.getMomentumBuffer(), s.getResult(1));
+      list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
+           << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : typedNull(s.getParam(), true))
+           << ", " << typedNull(s.getParam(), true) << ", " << numElements(s.getParam()) << "},\n";
+    }
+    total += numElements(inner->getOperand(0));
+  }
+  body << "  const ortc::gpu::UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
+    body << "  ortc::gpu::adamwUpdateMulti(ts, " << ops.size() << ", " << typed(u.getLr()) << ", "
+         << lit(u.getBeta1().convertToDouble(), T) << ", " << lit(u.getBeta2().convertToDouble(), T)
+         << ", " << lit(u.getEps().convertToDouble(), T) << ", "
+         << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep()) << ", "
+         << typed(u.getApply()) << ", s);\n";
+  else {
+    auto sgd = cast<SgdUpdateOp>(ops.front());
+    body << "  ortc::gpu::sgdUpdateMulti(ts, " << ops.size() << ", " << typed(sgd.getLr()) << ", "
+         << lit(sgd.getMomentum().convertToDouble(), T) << ", "
+         << lit(sgd.getDampening().convertToDouble(), T) << ", "
+         << (sgd.getNesterov() ? "true" : "false") << ", "
+         << lit(sgd.getWeightDecay().convertToDouble(), T) << ", " << typed(sgd.getStep()) << ", "
+         << typed(sgd.getApply()) << ", s);\n";
+  }
+  int64_t chunks = (static_cast<int64_t>(ops.size()) + 23) / 24;
+  launchNote = std::to_string(chunks) + " kernel(s) of up to 24 tensors (" +
+               std::to_string(ops.size()) + " tensors, " + std::to_string(total) +
+               " elements, one element per thread), gated on the device";
+}
+
 /// The launch shape of a library call, for the comment opening its launcher.
 std::string GpuPrinter::launchShape(Operation *op) {
   Value res = op->getResult(0);
@@ -285,7 +338,10 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](FusedOp f) {
-        fusedKernel(f);
+        if (f.getKind() == "pointwise")
+          fusedKernel(f);
+        else
+          multiTensorUpdate(f);
         return success();
       })
       .Case([&](GatherOp g) {

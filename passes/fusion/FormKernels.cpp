@@ -18,6 +18,9 @@
 //     becomes an ortc.fused "pointwise" op placed before its last op: inputs in
 //     order of first use, results = the members' values used outside, location =
 //     the fused locations of the members (their ONNX nodes).
+//  4. Multi-tensor ops (the optimizer's updates) with equal names, attributes and
+//     scalar (rank-0) operands join one ortc.fused "multi_tensor" kernel, under the
+//     same rule as step 1 (every outside user of a member runs after the last one).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Passes.h"
@@ -121,10 +124,46 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
     }
     llvm::sort(kernels, [&](auto &a, auto &b) { return pos[a.back()] < pos[b.back()]; });
     for (auto &ms : kernels)
-      buildKernel(ms);
+      buildKernel(ms, "pointwise");
+
+    // 4. Multi-tensor kernels: ops alike up to their per-tensor operands.
+    pos.clear();
+    for (auto [i, op] : llvm::enumerate(body.getOperations()))
+      pos[&op] = i;
+    SmallVector<SmallVector<Operation *>> multi;
+    for (Operation &opRef : body.without_terminator()) {
+      Operation *op = &opRef;
+      if (!hasRole(op, FusionRole::MultiTensor))
+        continue;
+      auto alike = [&](Operation *o) {
+        if (o->getName() != op->getName() || o->getAttrDictionary() != op->getAttrDictionary() ||
+            o->getNumOperands() != op->getNumOperands())
+          return false;
+        for (auto [a, b] : llvm::zip(o->getOperands(), op->getOperands()))
+          if (cast<RankedTensorType>(a.getType()).getElementType() !=
+                  cast<RankedTensorType>(b.getType()).getElementType() ||
+              (shapeOf(a).empty() && a != b))
+            return false;
+        return true;
+      };
+      auto group = llvm::find_if(multi, [&](auto &g) {
+        if (!alike(g.front()))
+          return false;
+        SmallVector<Operation *> merged(g.begin(), g.end());
+        merged.push_back(op);
+        return canMerge(merged, op);
+      });
+      if (group == multi.end())
+        multi.push_back({op});
+      else
+        group->push_back(op);
+    }
+    for (auto &ms : multi)
+      if (ms.size() >= 2)
+        buildKernel(ms, "multi_tensor");
   }
 
-  void buildKernel(ArrayRef<Operation *> ms) {
+  void buildKernel(ArrayRef<Operation *> ms, StringRef kind) {
     SmallPtrSet<Operation *, 16> in(ms.begin(), ms.end());
     // Inputs in order of first use; index maps read their source; splats are cloned.
     SetVector<Value> inputs;
@@ -162,7 +201,7 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
     auto fused = FusedOp::create(b, FusedLoc::get(b.getContext(), locs), resultTypes,
-                                 inputs.getArrayRef(), b.getStringAttr("pointwise"));
+                                 inputs.getArrayRef(), b.getStringAttr(kind));
     Block *block = new Block();
     fused.getBody().push_back(block);
     IRMapping map;

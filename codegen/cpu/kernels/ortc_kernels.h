@@ -2400,46 +2400,101 @@ void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
 // Optimizers
 //===----------------------------------------------------------------------===//
 
-/// One torch.optim.SGD step (maximize=False) on n parameters, gated by
+/// One tensor of an optimizer update: parameter, gradient, state (SGD's momentum
+/// buffer in m; AdamW's moments in m and v; null where unused), element count.
+template <typename T> struct UpdateTensor {
+  T *p;
+  const T *g;
+  T *m, *v;
+  int64_t n;
+};
+
+namespace detail {
+/// Runs fn(tensor, begin, end) over the elements of `count` tensors taken as one
+/// index space split evenly among the pool's threads, in one parallel region
+/// (apex's multi_tensor_apply, llm.c's fused AdamW): one fork/join for every
+/// parameter of a model, and small tensors share a thread instead of each paying
+/// for a region of its own.
+template <typename T, typename F>
+void forEachSpan(const UpdateTensor<T> *ts, int count, int64_t opsPerElement, F fn) {
+  int64_t total = 0;
+  for (int k = 0; k < count; ++k)
+    total += ts[k].n;
+  auto run = [&](int64_t lo, int64_t hi) {
+    int64_t base = 0;
+    for (int k = 0; k < count && base < hi; base += ts[k].n, ++k) {
+      int64_t b = std::max(lo, base), e = std::min(hi, base + ts[k].n);
+      if (b < e)
+        fn(ts[k], b - base, e - base);
+    }
+  };
+#if defined(_OPENMP)
+  if (total * opsPerElement > kParallelWork) {
+    ORTC_KERN_PRAGMA(omp parallel)
+    {
+      int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      run(total * t / nt, total * (t + 1) / nt);
+    }
+    return;
+  }
+#endif
+  run(0, total);
+}
+} // namespace detail
+
+/// One torch.optim.SGD step (maximize=False) on every tensor of `ts`, gated by
 /// `apply`: if apply is non-null and *apply == 0 nothing is written.
 ///   d = g + weightDecay * p
 ///   if momentum != 0:
 ///     buf = (step == 1) ? d : momentum * buf + (1 - dampening) * d
 ///     d = nesterov ? d + momentum * buf : buf
 ///   p -= lr * d
-/// buf may be null when momentum == 0. step is 1-based (the buffer is
+/// buf (m) may be null when momentum == 0. step is 1-based (the buffer is
 /// initialised, without dampening, on step 1). Scalar coefficients are
 /// formed in double and rounded to T, as PyTorch does with Python floats.
 template <typename T>
-void sgdUpdate(T *p, const T *g, NoDeduce<T> *buf, int64_t n, NoDeduce<T> lr,
-               NoDeduce<T> momentum, NoDeduce<T> dampening, bool nesterov,
-               NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+void sgdUpdateMulti(const UpdateTensor<T> *ts, int count, NoDeduce<T> lr, NoDeduce<T> momentum,
+                    NoDeduce<T> dampening, bool nesterov, NoDeduce<T> weightDecay,
+                    int64_t step, const uint8_t *apply) {
   if (apply && *apply == 0)
     return;
   const bool useMom = momentum != T(0);
   const bool first = step <= 1;
   const T damp = static_cast<T>(1.0 - static_cast<double>(dampening));
-  ORTC_KERN_PARALLEL_FOR_SIMD(n * 4)
-  for (int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (weightDecay != T(0))
-      d = d + weightDecay * p[i];
-    if (useMom) {
-      T b;
-      if (first)
-        b = d;
-      else
-        b = buf[i] * momentum + d * damp;
-      buf[i] = b;
-      d = nesterov ? d + momentum * b : b;
+  detail::forEachSpan(ts, count, 4, [&](const UpdateTensor<T> &t, int64_t lo, int64_t hi) {
+    T *p = t.p, *buf = t.m;
+    const T *g = t.g;
+    ORTC_KERN_SIMD
+    for (int64_t i = lo; i < hi; ++i) {
+      T d = g[i];
+      if (weightDecay != T(0))
+        d = d + weightDecay * p[i];
+      if (useMom) {
+        T b;
+        if (first)
+          b = d;
+        else
+          b = buf[i] * momentum + d * damp;
+        buf[i] = b;
+        d = nesterov ? d + momentum * b : b;
+      }
+      p[i] = p[i] - lr * d;
     }
-    p[i] = p[i] - lr * d;
-  }
+  });
 }
 
-/// One torch.optim.AdamW step (amsgrad=False, maximize=False) on n
-/// parameters, gated by `apply` (null or *apply != 0 means apply; otherwise
-/// nothing is written). step is 1-based (t):
+/// sgdUpdateMulti on one tensor of n parameters.
+template <typename T>
+void sgdUpdate(T *p, const T *g, NoDeduce<T> *buf, int64_t n, NoDeduce<T> lr,
+               NoDeduce<T> momentum, NoDeduce<T> dampening, bool nesterov,
+               NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+  const UpdateTensor<T> t{p, g, buf, nullptr, n};
+  sgdUpdateMulti(&t, 1, lr, momentum, dampening, nesterov, weightDecay, step, apply);
+}
+
+/// One torch.optim.AdamW step (amsgrad=False, maximize=False) on every tensor of
+/// `ts`, gated by `apply` (null or *apply != 0 means apply; otherwise nothing is
+/// written). step is 1-based (t):
 ///   p *= 1 - lr * weightDecay
 ///   m = lerp(m, g, 1 - beta1);  v = v * beta2 + (1 - beta2) * g * g
 ///   stepSize = lr / (1 - beta1^t)
@@ -2448,9 +2503,9 @@ void sgdUpdate(T *p, const T *g, NoDeduce<T> *buf, int64_t n, NoDeduce<T> lr,
 /// Scalars are formed in double and rounded to T (PyTorch's Python floats);
 /// lerp uses PyTorch's two-sided formula.
 template <typename T>
-void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
-                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
-                 NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+void adamwUpdateMulti(const UpdateTensor<T> *ts, int count, NoDeduce<T> lr, NoDeduce<T> beta1,
+                      NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weightDecay,
+                      int64_t step, const uint8_t *apply) {
   if (apply && *apply == 0)
     return;
   const double dlr = lr, db1 = beta1, db2 = beta2;
@@ -2461,18 +2516,31 @@ void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
   const T stepSize = static_cast<T>(dlr / (1.0 - std::pow(db1, t)));
   const T bc2Sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(db2, t)));
   const bool lowW = std::abs(static_cast<double>(w1)) < 0.5;
-  ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    const T pi = p[i] * decay;
-    const T diff = gi - m[i];
-    const T mi = lowW ? m[i] + w1 * diff : gi - diff * (T(1) - w1);
-    const T vi = v[i] * beta2 + c2 * gi * gi;
-    const T denom = std::sqrt(vi) / bc2Sqrt + eps;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi - stepSize * mi / denom;
-  }
+  detail::forEachSpan(ts, count, 8, [&](const UpdateTensor<T> &tn, int64_t lo, int64_t hi) {
+    T *p = tn.p, *m = tn.m, *v = tn.v;
+    const T *g = tn.g;
+    ORTC_KERN_SIMD
+    for (int64_t i = lo; i < hi; ++i) {
+      const T gi = g[i];
+      const T pi = p[i] * decay;
+      const T diff = gi - m[i];
+      const T mi = lowW ? m[i] + w1 * diff : gi - diff * (T(1) - w1);
+      const T vi = v[i] * beta2 + c2 * gi * gi;
+      const T denom = std::sqrt(vi) / bc2Sqrt + eps;
+      m[i] = mi;
+      v[i] = vi;
+      p[i] = pi - stepSize * mi / denom;
+    }
+  });
+}
+
+/// adamwUpdateMulti on one tensor of n parameters.
+template <typename T>
+void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, NoDeduce<T> lr,
+                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
+                 NoDeduce<T> weightDecay, int64_t step, const uint8_t *apply) {
+  const UpdateTensor<T> t{p, g, m, v, n};
+  adamwUpdateMulti(&t, 1, lr, beta1, beta2, eps, weightDecay, step, apply);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1167,15 +1167,56 @@ void softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N, 
 // Optimizers (gated by the device flag `apply`) and the finite check
 //===----------------------------------------------------------------------===//
 
+/// One tensor of an optimizer update (the CPU library's UpdateTensor): parameter,
+/// gradient, state (SGD's momentum buffer in m; AdamW's moments in m and v).
+template <typename T> struct UpdateTensor {
+  T *p;
+  const T *g;
+  T *m, *v;
+  int64_t n;
+};
+
+/// Up to kMultiTensor tensors of a multi-tensor update, passed by value: one kernel
+/// runs their elements as one index space (apex's multi_tensor_apply).
+constexpr int kMultiTensor = 24;
+template <typename T> struct UpdateChunk {
+  T *p[kMultiTensor];
+  const T *g[kMultiTensor];
+  T *m[kMultiTensor], *v[kMultiTensor];
+  int64_t start[kMultiTensor + 1]; ///< prefix sums of the tensors' sizes
+  int count;
+};
+
+/// Launches kernel(chunk) for every kMultiTensor tensors of `ts`.
+template <typename T, typename Launch>
+void forEachChunk(const UpdateTensor<T> *ts, int count, Launch launch) {
+  for (int first = 0; first < count; first += kMultiTensor) {
+    UpdateChunk<T> c{};
+    c.count = count - first < kMultiTensor ? count - first : kMultiTensor;
+    for (int k = 0; k < c.count; ++k) {
+      const UpdateTensor<T> &t = ts[first + k];
+      c.p[k] = t.p, c.g[k] = t.g, c.m[k] = t.m, c.v[k] = t.v;
+      c.start[k + 1] = c.start[k] + t.n;
+    }
+    if (c.start[c.count] > 0)
+      launch(c, c.start[c.count]);
+  }
+}
+
 template <typename T, typename L, typename S>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) sgdKernel(T *p, const T *g, T *buf, int64_t n, const L *lrp, T momentum, T dampening, bool nesterov, T weightDecay, const S *stepp, const uint8_t *apply) {
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) sgdKernel(UpdateChunk<T> c, const L *lrp, T momentum, T dampening, bool nesterov, T weightDecay, const S *stepp, const uint8_t *apply) {
   if (apply && *apply == 0)
     return;
   const T lr = static_cast<T>(*lrp);
   const bool useMom = momentum != T(0), first = static_cast<int64_t>(*stepp) <= 1;
   const T damp = static_cast<T>(1.0 - static_cast<double>(dampening));
-  ORTC_FOR(i, n) {
-    T d = g[i];
+  int64_t k = 0; // a thread's elements only grow: its tensor index follows them
+  ORTC_FOR(e, c.start[c.count]) {
+    while (e >= c.start[k + 1])
+      ++k;
+    const int64_t i = e - c.start[k];
+    T *p = c.p[k], *buf = c.m[k];
+    T d = c.g[k][i];
     if (weightDecay != T(0))
       d = d + weightDecay * p[i];
     if (useMom) {
@@ -1186,14 +1227,23 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) sgdKernel(T *p, const T *g, T *buf, i
     p[i] = p[i] - lr * d;
   }
 }
+/// torch.optim.SGD on every tensor of ts: one kernel per kMultiTensor tensors.
+template <typename T, typename L, typename S>
+void sgdUpdateMulti(const UpdateTensor<T> *ts, int count, const L *lr, T momentum, T dampening, bool nesterov,
+                    T weightDecay, const S *step, const uint8_t *apply, ortcStream_t s) {
+  forEachChunk(ts, count, [&](const UpdateChunk<T> &c, int64_t n) {
+    sgdKernel<<<gridFor(n), kBlock, 0, s>>>(c, lr, momentum, dampening, nesterov, weightDecay, step, apply);
+  });
+}
 template <typename T, typename L, typename S>
 void sgdUpdate(T *p, const T *g, T *buf, int64_t n, const L *lr, T momentum, T dampening, bool nesterov, T weightDecay,
                const S *step, const uint8_t *apply, ortcStream_t s) {
-  sgdKernel<<<gridFor(n), kBlock, 0, s>>>(p, g, buf, n, lr, momentum, dampening, nesterov, weightDecay, step, apply);
+  const UpdateTensor<T> t{p, g, buf, nullptr, n};
+  sgdUpdateMulti(&t, 1, lr, momentum, dampening, nesterov, weightDecay, step, apply, s);
 }
 
 template <typename T, typename L, typename S>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(T *p, const T *g, T *m, T *v, int64_t n, const L *lrp, T beta1, T beta2, T eps, T weightDecay, const S *stepp, const uint8_t *apply) {
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(UpdateChunk<T> c, const L *lrp, T beta1, T beta2, T eps, T weightDecay, const S *stepp, const uint8_t *apply) {
   if (apply && *apply == 0)
     return;
   const T lrT = static_cast<T>(*lrp);
@@ -1203,8 +1253,13 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(T *p, const T *g, T *m, T
   const T stepSize = static_cast<T>(dlr / (1.0 - pow(db1, t)));
   const T bc2Sqrt = static_cast<T>(sqrt(1.0 - pow(db2, t)));
   const bool lowW = fabs(static_cast<double>(w1)) < 0.5;
-  ORTC_FOR(i, n) {
-    const T gi = g[i], pi = p[i] * decay, diff = gi - m[i];
+  int64_t k = 0; // a thread's elements only grow: its tensor index follows them
+  ORTC_FOR(e, c.start[c.count]) {
+    while (e >= c.start[k + 1])
+      ++k;
+    const int64_t i = e - c.start[k];
+    T *p = c.p[k], *m = c.m[k], *v = c.v[k];
+    const T gi = c.g[k][i], pi = p[i] * decay, diff = gi - m[i];
     const T mi = lowW ? m[i] + w1 * diff : gi - diff * (T(1) - w1);
     const T vi = v[i] * beta2 + c2 * gi * gi;
     const T denom = sqrt(vi) / bc2Sqrt + eps;
@@ -1213,10 +1268,19 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(T *p, const T *g, T *m, T
     p[i] = pi - stepSize * mi / denom;
   }
 }
+/// torch.optim.AdamW on every tensor of ts: one kernel per kMultiTensor tensors.
+template <typename T, typename L, typename S>
+void adamwUpdateMulti(const UpdateTensor<T> *ts, int count, const L *lr, T beta1, T beta2, T eps, T weightDecay,
+                      const S *step, const uint8_t *apply, ortcStream_t s) {
+  forEachChunk(ts, count, [&](const UpdateChunk<T> &c, int64_t n) {
+    adamwKernel<<<gridFor(n), kBlock, 0, s>>>(c, lr, beta1, beta2, eps, weightDecay, step, apply);
+  });
+}
 template <typename T, typename L, typename S>
 void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, T beta1, T beta2, T eps, T weightDecay,
                  const S *step, const uint8_t *apply, ortcStream_t s) {
-  adamwKernel<<<gridFor(n), kBlock, 0, s>>>(p, g, m, v, n, lr, beta1, beta2, eps, weightDecay, step, apply);
+  const UpdateTensor<T> t{p, g, m, v, n};
+  adamwUpdateMulti(&t, 1, lr, beta1, beta2, eps, weightDecay, step, apply, s);
 }
 
 template <typename T>

@@ -17,6 +17,8 @@ Operation::operand_range FusedOp::getYielded() {
 
 bool FusedOp::readsAtOwnIndex(unsigned i) {
   BlockArgument arg = getBody().front().getArgument(i);
+  if (getKind() == "multi_tensor") // each update reads its tensors elementwise
+    return true;
   if (arg.getType() != getResult(0).getType() &&
       cast<RankedTensorType>(arg.getType()).getShape() !=
           cast<RankedTensorType>(getResult(0).getType()).getShape())
@@ -42,10 +44,22 @@ LogicalResult FusedOp::verify() {
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError("yields ") << yield.getValues().getTypes() << " but returns "
                                   << getResultTypes();
-  if (getKind() != "pointwise")
-    return emitOpError("unknown kind '") << getKind() << "'";
   if (getNumResults() == 0)
     return emitOpError("yields nothing");
+  if (getKind() == "multi_tensor") {
+    std::optional<OperationName> name;
+    for (Operation &op : block.without_terminator()) {
+      if (isa<ConstantOp>(op))
+        continue;
+      auto f = dyn_cast<FusionOpInterface>(op);
+      if (!f || f.getFusionRole() != FusionRole::MultiTensor || (name && *name != op.getName()))
+        return emitOpError("a multi_tensor kernel holds ops of one multi-tensor kind");
+      name = op.getName();
+    }
+    return success();
+  }
+  if (getKind() != "pointwise")
+    return emitOpError("unknown kind '") << getKind() << "'";
   auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
   for (Type t : getResultTypes())
     if (cast<RankedTensorType>(t).getShape() != shape)

@@ -15,8 +15,11 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     names the values that leave the kernel (its results, what it writes). `kind`
     says how codegen iterates: "pointwise" runs one loop over the shape of the
     yielded values (all equal), reading each operand at the element's index or, for
-    operands only read through `ortc.broadcast_to`, at the broadcast index. The
-    location fuses the ONNX node names of every op inside.
+    operands only read through `ortc.broadcast_to`, at the broadcast index.
+    "multi_tensor" holds several ops of one kind (FusionRole::MultiTensor: the
+    optimizer's updates) over different tensors with the same scalar operands and
+    attributes, and runs their elements as one index space. The location fuses the
+    ONNX node names of every op inside.
   }];
   let arguments = (ins Variadic<Ortc_Tensor>:$inputs, StrAttr:$kind);
   let results = (outs Variadic<Ortc_Tensor>:$results);

@@ -48,4 +48,8 @@ LogicalResult SgdUpdateOp::verify() {
   return success();
 }
 
+// Every parameter's update reads the same lr, step and gate: one kernel runs them all.
+FusionRole SgdUpdateOp::getFusionRole() { return FusionRole::MultiTensor; }
+FusionRole AdamWUpdateOp::getFusionRole() { return FusionRole::MultiTensor; }
+
 } // namespace ortc

@@ -36,7 +36,8 @@ def Ortc_AllFiniteOp : Ortc_Op<"all_finite", [Pure]> {
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
 }
 
-def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure]> {
+def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure,
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]> {
   let summary = "One torch.optim.SGD step of a parameter, skipped when !apply";
   let description = [{
     Returns the new parameter and, when momentum != 0, the new momentum buffer. `step`
@@ -53,7 +54,8 @@ def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Ortc_AdamWUpdateOp : Ortc_Op<"adamw_update", [Pure]> {
+def Ortc_AdamWUpdateOp : Ortc_Op<"adamw_update", [Pure,
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]> {
   let summary = "One torch.optim.AdamW step (bias-corrected), skipped when !apply";
   let arguments = (ins Ortc_FloatTensor:$param, Ortc_FloatTensor:$grad,
                        Ortc_FloatTensor:$m, Ortc_FloatTensor:$v,
