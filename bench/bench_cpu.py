@@ -47,6 +47,8 @@ def parse_args(argv=None):
     ap.add_argument('--steps', type=int, default=10, help='timed steps after the warm-up (median; at least 5)')
     ap.add_argument('--no-ops', action='store_true', help='skip the per-op table (GEMM, ResNet-18 convolutions)')
     ap.add_argument('--no-ort', action='store_true', help='skip ONNX Runtime Training')
+    ap.add_argument('--no-fusion-compare', action='store_true',
+                    help='skip the second ortc build with --fusion none (launches, bytes, arena, step time)')
     ap.add_argument('--timeout', type=int, default=900, help='seconds for one build or one framework run (default 900)')
     ap.add_argument('--markdown', action='store_true', help='print the tables as markdown (the README block)')
     ap.add_argument('--readme', action='store_true', help="rewrite README.md's speed table between its markers")
@@ -230,7 +232,11 @@ def ortc_build(args, onnx_path, artifact, flags):
     m = re.search(r'codegen: ([\d.]+) ms, package \([^)]*\): ([\d.]+) ms', p.stderr)
     if not m:
         raise RuntimeError('ortc build --timing printed no codegen/package line')
-    return dict(artifact=artifact, build_s=wall_s, compile_s=float(m.group(2)) / 1e3, codegen_ms=float(m.group(1)))
+    k = re.search(r'@train_step: (\d+) launches, (\d+) distinct kernels, ~([\d.]+) MB', p.stderr)
+    arena = re.search(r'memory plan @train_step: arena (\d+) bytes', p.stderr)
+    return dict(artifact=artifact, build_s=wall_s, compile_s=float(m.group(2)) / 1e3, codegen_ms=float(m.group(1)),
+                launches=int(k.group(1)) if k else None, distinct=int(k.group(2)) if k else None,
+                mbytes=float(k.group(3)) if k else None, arena=int(arena.group(1)) if arena else None)
 
 
 def ortc_run_has_threads(args):
@@ -412,6 +418,18 @@ def bench_model(args, name, cfg, workdir):
         else:
             cell(res['ortc'], t, lambda: ortc_train(args, build['artifact'], spec['feed'], cfg['lr'], t, log))
         cell(res['torch'], t, lambda: run_worker('torch', args, spec_path, t))
+        if not args.no_fusion_compare:
+            # The same model with one kernel per op, in the same run (issue 20's baseline).
+            if 'unfused' not in res:
+                res['unfused'] = {}
+                res['unfused_build'] = cell(res, 'unfused_build', lambda: ortc_build(
+                    args, spec['onnx'], os.path.join(workdir, spec['slug'] + '-unfused.ortc'), flags + ['--fusion', 'none']))
+            ub = res['unfused_build']
+            if isinstance(ub, str):
+                res['unfused'][t] = ub
+            else:
+                ulog = os.path.join(workdir, '%s_ortc_unfused_%dt.jsonl' % (spec['slug'], t))
+                cell(res['unfused'], t, lambda: ortc_train(args, ub['artifact'], spec['feed'], cfg['lr'], t, ulog))
         if args.no_ort:
             res['ort'][t] = 'n/a: skipped (--no-ort)'
             continue
@@ -807,6 +825,29 @@ def detail_lines(results, ops):
     return out
 
 
+def fusion_rows(args, results):
+    """Fused (default) vs --fusion none: train-step launches, distinct kernels, estimated bytes,
+    arena, and step time at the best thread count of each."""
+    header = ['model', 'launches none -> fused', 'distinct kernels', 'MB read+written', 'arena KiB',
+              'step ms none -> fused (best threads)', 'fused speed-up']
+    rows = []
+    for name, r in results.items():
+        b, u = r.get('build'), r.get('unfused_build')
+        if not isinstance(b, dict) or not isinstance(u, dict) or b.get('launches') is None:
+            continue
+        def best(d):
+            ts = [v['ms'] for v in d.values() if isinstance(v, dict)]
+            return min(ts) if ts else None
+        fused_ms, none_ms = best(r['ortc']), best(r.get('unfused', {}))
+        pct = lambda a, b: '%d -> %d (%.0f%%)' % (a, b, 100.0 * b / a) if a else '-'
+        rows.append([name, pct(u['launches'], b['launches']), '%d -> %d' % (u['distinct'], b['distinct']),
+                     '%.1f -> %.1f (%.0f%%)' % (u['mbytes'], b['mbytes'], 100.0 * b['mbytes'] / u['mbytes']),
+                     '%d -> %d (%.0f%%)' % (u['arena'] // 1024, b['arena'] // 1024, 100.0 * b['arena'] / u['arena']),
+                     '%.2f -> %.2f' % (none_ms, fused_ms) if none_ms and fused_ms else '-',
+                     '%.2fx' % (none_ms / fused_ms) if none_ms and fused_ms else '-'])
+    return header, rows
+
+
 def report(args, results, ops, mach, markdown):
     """The whole output (also the README block): header, model table, targets, op table, details."""
     lines = []
@@ -822,6 +863,13 @@ def report(args, results, ops, mach, markdown):
     lines.append(render(*model_rows(args, results), markdown))
     lines.append('')
     lines += [('- ' if markdown else '') + l for l in ['Targets (reported, not asserted):'] + target_lines(args, results)]
+    header, rows = fusion_rows(args, results)
+    if rows:
+        lines.append('')
+        lines.append('Kernel formation (ortc build --fusion default, the table above) against --fusion none (one '
+                     'kernel per op), same run; the train step:')
+        lines.append('')
+        lines.append(render(header, rows, markdown))
     if ops:
         lines.append('')
         lines.append(gemm_line(args, ops, mach['peak'], mach['per_cycle'], mach['ghz'], mach['ghz_how']))

@@ -1740,6 +1740,44 @@ TEST(Optim, AdamWTwoStepsHandComputed) {
   EXPECT_NEAR(pf, 0.9853476298705847, 1e-6);
 }
 
+// The multi-tensor updates (one parallel region over all tensors' elements as one
+// index space) equal one update per tensor, bit for bit, at any thread count, with
+// tensors that straddle the threads' ranges and an empty one.
+TEST(Optim, MultiTensorEqualsOneUpdatePerTensor) {
+  const std::vector<int64_t> sizes = {7, 0, 40000, 3, 12345};
+  std::vector<Vec> p, g, m, v, buf;
+  for (int64_t n : sizes) {
+    p.push_back(randVec(n)), g.push_back(randVec(n)), m.push_back(randVec(n));
+    v.push_back(randVec(n, 0, 1)), buf.push_back(randVec(n));
+  }
+  const uint8_t on = 1;
+  for (int threads : {1, 3}) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    std::vector<Vec> wp = p, wm = m, wv = v, sp = p, sb = buf;
+    std::vector<Vec> mp = p, mm = m, mv = v, msp = p, msb = buf;
+    std::vector<UpdateTensor<double>> adam, sgd;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      adamwUpdate(wp[k].data(), g[k].data(), wm[k].data(), wv[k].data(), sizes[k], 1e-3, 0.9,
+                  0.999, 1e-8, 0.01, 3, &on);
+      sgdUpdate(sp[k].data(), g[k].data(), sb[k].data(), sizes[k], 0.1, 0.9, 0.1, true, 0.01, 2,
+                &on);
+      adam.push_back({mp[k].data(), g[k].data(), mm[k].data(), mv[k].data(), sizes[k]});
+      sgd.push_back({msp[k].data(), g[k].data(), msb[k].data(), nullptr, sizes[k]});
+    }
+    adamwUpdateMulti(adam.data(), (int)adam.size(), 1e-3, 0.9, 0.999, 1e-8, 0.01, 3, &on);
+    sgdUpdateMulti(sgd.data(), (int)sgd.size(), 0.1, 0.9, 0.1, true, 0.01, 2, &on);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      EXPECT_TRUE(allClose(mp[k], wp[k], 0)) << "adamw p, tensor " << k;
+      EXPECT_TRUE(allClose(mm[k], wm[k], 0)) << "adamw m, tensor " << k;
+      EXPECT_TRUE(allClose(mv[k], wv[k], 0)) << "adamw v, tensor " << k;
+      EXPECT_TRUE(allClose(msp[k], sp[k], 0)) << "sgd p, tensor " << k;
+      EXPECT_TRUE(allClose(msb[k], sb[k], 0)) << "sgd buffer, tensor " << k;
+    }
+  }
+}
+
 TEST(Optim, ApplyZeroLeavesEverythingUntouched) {
   const int64_t n = 5;
   const uint8_t off = 0;
