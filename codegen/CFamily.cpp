@@ -241,6 +241,13 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Case([&](GeluOp g) {
         return lib + "geluOf(" + a[0] + ", " + (g.getTanh() ? "true" : "false") + ")";
       })
+      .Case<DropoutOp, DropoutGradOp>([&](auto d) -> std::optional<std::string> {
+        if (elementIndex.empty())
+          return std::nullopt;
+        return lib + "dropoutOf(" + a[0] + ", static_cast<uint64_t>(" + a[1] + "), " +
+               keyInKernel(d.getKey()) + ", " + elementIndex + ", " +
+               llvm::formatv("{0:e17}", d.getRatio().convertToDouble()).str() + ")";
+      })
       .Case([&](GeluGradOp g) {
         return lib + "geluGradOf(" + a[0] + ", " + a[1] + ", " +
                (g.getTanh() ? "true" : "false") + ")";

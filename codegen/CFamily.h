@@ -97,12 +97,17 @@ protected:
   /// read from a launch argument {"value": key} (on the host, also on GPUs) so that
   /// the dropouts of every layer share one kernel.
   std::string streamKey(uint64_t key);
+  /// How a kernel reads a random-stream key (streamKey's {"value"} argument): on
+  /// the CPU in place; a GPU kernel receives it as a parameter from its launcher.
+  virtual std::string keyInKernel(uint64_t key) { return streamKey(key); }
   /// The destination tensor of result `i` of the function being printed.
   std::string destFor(unsigned resultIndex);
   /// A splat constant's value as a literal, or nullopt.
   std::optional<std::string> splatLiteral(mlir::Value v);
   /// The scalar expression of an elementwise op over operand expressions `args`,
-  /// or nullopt when `op` is not elementwise.
+  /// or nullopt when `op` is not elementwise. Ops whose value depends on the
+  /// element's position (dropout's counter-based mask) have one only inside a
+  /// pointwise kernel, where `elementIndex` names the flat index.
   std::optional<std::string> elementwise(mlir::Operation *op, llvm::ArrayRef<std::string> args);
   /// The loop nest of a pointwise kernel (ortc.fused "pointwise"): the iteration
   /// shape with size-1 dims dropped and neighbouring dims merged where every input
@@ -144,6 +149,7 @@ protected:
 
   const TensorTable &table;
   ScalarSpelling sp;
+  std::string elementIndex; ///< the flat element index while a pointwise kernel prints
   mlir::func::FuncOp fn;
   /// The name of the kernel being printed (prefix of its device code); a
   /// placeholder until deduplication names it.

@@ -89,7 +89,9 @@ void CppPrinter::fusedPointwise(FusedOp op) {
     auto read = [&](unsigned k) {
       return "in" + std::to_string(k) + (nest.strides[k][0] ? "[i]" : "[0]");
     };
+    elementIndex = "i";
     SmallVector<std::string> ys = pointwiseStatements(op, read, "    ", stmts, numOps);
+    elementIndex.clear();
     body << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n * std::max<int64_t>(numOps, 1) << ")\n"
          << "  for (int64_t i = 0; i < " << n << "; ++i) {\n"
          << stmts.str();
@@ -102,7 +104,9 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   auto read = [&](unsigned k) {
     return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
   };
+  elementIndex = "(o * " + std::to_string(inner) + " + j)";
   SmallVector<std::string> ys = pointwiseStatements(op, read, "      ", stmts, numOps);
+  elementIndex.clear();
   body << "  ORTC_KERN_PARALLEL_FOR(" << n * std::max<int64_t>(numOps, 1) << ")\n"
        << "  for (int64_t o = 0; o < " << outer << "; ++o) {\n";
   // Coordinates of the row along the outer dims (only where some input needs them).

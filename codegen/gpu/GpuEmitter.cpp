@@ -81,6 +81,13 @@ private:
            ", warp-shuffle reductions, warp size " + std::to_string(target.warpSize) + ")";
   }
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
+  /// Keys a fused kernel reads: parameter name and the launcher's expression.
+  std::vector<std::pair<std::string, std::string>> kernelKeys;
+  std::string keyInKernel(uint64_t key) override {
+    std::string name = "key" + std::to_string(kernelKeys.size());
+    kernelKeys.push_back({name, streamKey(key)});
+    return name;
+  }
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
   void multiTensorUpdate(FusedOp op);
@@ -167,9 +174,14 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   };
   std::ostringstream stmts;
   int64_t numOps = 0;
+  kernelKeys.clear();
+  elementIndex = "i";
   SmallVector<std::string> ys = pointwiseStatements(op, read, "    ", stmts, numOps);
+  elementIndex.clear();
 
   device << "__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fnName << "(";
+  for (auto &[name, expr] : kernelKeys)
+    device << "uint64_t " << name << ", ";
   for (auto [k, v] : llvm::enumerate(op.getInputs()))
     device << "const " << elemType(v) << " *in" << k << ", ";
   for (auto [k, r] : llvm::enumerate(op.getResults()))
@@ -192,6 +204,8 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   device << "  }\n}\n";
 
   std::string call = "(";
+  for (auto &[name, expr] : kernelKeys)
+    call += expr + ", ";
   for (Value v : op.getInputs())
     call += typed(v) + ", ";
   for (Value r : op.getResults())

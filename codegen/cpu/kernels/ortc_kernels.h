@@ -2291,19 +2291,25 @@ void randomUniform(T *y, int64_t n, double low, double high, uint64_t seed,
                                     counterUniform(seed, key, static_cast<uint64_t>(i)));
 }
 
-/// Inverted dropout (torch.nn.functional.dropout(training=True), ONNX
-/// Dropout): y[i] = dropoutKeep(seed, key, i, ratio) ? x[i] / (1 - ratio)
-/// : 0. The scale 1 / (1 - ratio) is computed in double and rounded to T.
-/// y may alias x. ratio >= 1 drops everything.
+/// Inverted dropout of element i (torch.nn.functional.dropout, ONNX Dropout):
+/// dropoutKeep(seed, key, i, ratio) ? x / (1 - ratio) : 0, the scale computed in
+/// double and rounded to T; ratio >= 1 drops everything. Generated pointwise
+/// kernels call it with their element's index.
+template <typename T>
+inline T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
+  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
+  return counterBits(seed, key, static_cast<uint64_t>(i)) >= keepThreshold(ratio) ? x * scale
+                                                                                : T(0);
+}
+
+/// dropoutOf over n elements: y[i] = dropoutOf(x[i], seed, key, i, ratio). y may
+/// alias x.
 template <typename T>
 void dropout(const T *x, T *y, int64_t n, double ratio, uint64_t seed,
              uint64_t key) {
-  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
-  const uint64_t threshold = keepThreshold(ratio);
   ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = counterBits(seed, key, static_cast<uint64_t>(i)) >= threshold ? x[i] * scale
-                                                                         : T(0);
+    y[i] = dropoutOf(x[i], seed, key, i, ratio);
 }
 
 /// Gradient of dropout: dx[i] = keep(i) ? dy[i] / (1 - ratio) : 0 with the

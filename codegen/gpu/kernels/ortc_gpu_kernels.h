@@ -268,11 +268,17 @@ __device__ inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, doub
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
   return u >= ratio;
 }
+/// The CPU library's dropoutOf: inverted dropout of element i. Generated pointwise
+/// kernels call it with their element's index.
+template <typename T>
+__device__ inline T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
+  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
+  return dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio) ? x * scale : T(0);
+}
 template <typename T, typename S>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) dropoutKernel(const T *x, T *y, int64_t n, double ratio, const S *seed, uint64_t key) {
-  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
   const uint64_t sd = static_cast<uint64_t>(*seed);
-  ORTC_FOR(i, n) y[i] = dropoutKeep(sd, key, static_cast<uint64_t>(i), ratio) ? x[i] * scale : T(0);
+  ORTC_FOR(i, n) y[i] = dropoutOf(x[i], sd, key, i, ratio);
 }
 /// The CPU library's randomUniform, bit for bit (the draw is computed in double).
 template <typename T, typename S>

@@ -169,7 +169,8 @@ def Ortc_SoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"softmax_grad">;
 def Ortc_LogSoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"log_softmax_grad">;
 
 def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
-    AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
+    Ortc_FusionOpInterface]> {
   let summary = "Inverted dropout; mask from a counter-based RNG keyed by (seed, key, i)";
   let arguments = (ins Ortc_FloatTensor:$x, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);
@@ -193,7 +194,8 @@ def Ortc_RandomUniformOp : Ortc_Op<"random_uniform", [Pure,
   let assemblyFormat = "$seed attr-dict `:` type($seed) `->` type($result)";
 }
 
-def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>]> {
+def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>,
+    Ortc_FusionOpInterface]> {
   let summary = "dy through the same dropout mask";
   let arguments = (ins Ortc_FloatTensor:$dy, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);
