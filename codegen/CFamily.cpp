@@ -13,7 +13,7 @@
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
-#include "passes/memory_planning/Passes.h"
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "ortc/sha256.h"
 
 #include "mlir/IR/BuiltinAttributes.h"

@@ -21,6 +21,8 @@
 #include "compiler/Dialect/Ortc/Builders.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
 #include "passes/autodiff/Passes.h"
+
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "passes/autodiff/WeightRules.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -166,8 +168,11 @@ void AutodiffPass::runOnOperation() {
   // the walk goes on through them so that every missing rule is found in one run.
   DenseSet<Value> blocked;
   SmallVector<Operation *> forwardOps;
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
     forwardOps.push_back(&op);
+    if (!isa<WeightOp, ConstantOp>(op))
+      setStage(&op, "forward");
+  }
   for (Operation *op : llvm::reverse(forwardOps)) {
     SmallVector<Value> resultGrads;
     bool any = false;
@@ -278,6 +283,15 @@ void AutodiffPass::runOnOperation() {
     if (g.getKind() == "weight")
       g.setKind("constant");
   });
+  // Stages (OpAnnotations.h): @eval_step is all forward; in @train_step, what the
+  // backward walk and the buffer updates added (unmarked so far) is backward.
+  // Weights and constants are data, of no stage.
+  for (Operation &op : evalFn.getBody().front().without_terminator())
+    if (!isa<WeightOp, ConstantOp>(op))
+      setStage(&op, "forward");
+  for (Operation &op : body.without_terminator())
+    if (stageOf(&op).empty() && !isa<WeightOp, ConstantOp>(op))
+      setStage(&op, "backward");
 }
 
 } // namespace

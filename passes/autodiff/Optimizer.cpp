@@ -15,6 +15,8 @@
 #include "compiler/Dialect/Ortc/StepFunction.h"
 #include "passes/autodiff/Passes.h"
 
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
+
 using namespace mlir;
 
 namespace ortc {
@@ -54,6 +56,9 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  // Every op this pass adds is of the optimizer stage (OpAnnotations.h).
+  DenseSet<Operation *> before;
+  fn.walk([&](Operation *op) { before.insert(op); });
 
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   OpBuilder b(ret);
@@ -163,6 +168,9 @@ void OptimizerPass::runOnOperation() {
   results.push_back({SelectOp::create(b, loc, finite, t, *stepArg), "step", "state",
                      stepArg->getArgNumber()});
   setResults(fn, results);
+  for (Operation &op : fn.getBody().front().without_terminator())
+    if (!before.count(&op) && !isa<WeightOp, ConstantOp>(op))
+      setStage(&op, "optimizer");
 }
 
 } // namespace

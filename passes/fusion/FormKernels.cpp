@@ -25,6 +25,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Passes.h"
 
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
@@ -202,6 +204,8 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
       resultTypes.push_back(v.getType());
     auto fused = FusedOp::create(b, FusedLoc::get(b.getContext(), locs), resultTypes,
                                  inputs.getArrayRef(), b.getStringAttr(kind));
+    if (StringRef stage = stageOf(last); !stage.empty())
+      setStage(fused, stage); // a kernel runs where its last op ran
     Block *block = new Block();
     fused.getBody().push_back(block);
     IRMapping map;

@@ -42,27 +42,6 @@ int64_t byteSize(Type type) {
   return n * bytes;
 }
 
-Placement placementOf(Value v) {
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    return {Placement::Argument, 0, arg.getArgNumber(), ""};
-  Operation *op = v.getDefiningOp();
-  if (auto w = dyn_cast<WeightOp>(op))
-    return {Placement::Weight, 0, 0, w.getName().str()};
-  if (isa<ConstantOp>(op))
-    return {Placement::Constant, 0, 0, ""};
-  if (auto r = dyn_cast<ReshapeOp>(op))
-    return placementOf(r.getX());
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("ortc.arena_offsets");
-  int64_t off = offsets ? offsets[cast<OpResult>(v).getResultNumber()] : -1;
-  if (off >= 0)
-    return {Placement::Arena, off, 0, ""};
-  Operation *ret = op->getBlock()->getTerminator();
-  for (OpOperand &use : ret->getOpOperands())
-    if (use.get() == v)
-      return {Placement::Output, 0, use.getOperandNumber(), ""};
-  return {Placement::Arena, -1, 0, ""}; // unplanned
-}
-
 namespace {
 
 Value rootOf(Value v) {
@@ -370,7 +349,7 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
       auto it = slotOf.find(r);
       offsets.push_back(it == slotOf.end() ? -1 : slots[it->second].offset);
     }
-    op->setAttr("ortc.arena_offsets", DenseI64ArrayAttr::get(op->getContext(), offsets));
+    setArenaOffsets(op, offsets);
   }
 
   // 6. Lower bound: most bytes live at once.

@@ -206,6 +206,12 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
   auto fn = module->lookupSymbol<func::FuncOp>(gradients ? "train_step" : "forward");
+  if (fused) {
+    // Says how many kernels the evaluated function holds (tests check that fusion ran).
+    int kernels = 0;
+    fn.walk([&](ortc::FusedOp) { ++kernels; });
+    llvm::errs() << "ortc-eval: " << kernels << " fused kernels\n";
+  }
   std::vector<ortc::npz::Array> feed;
   if (!ortc::npz::readNpz(inputs, feed, error)) {
     llvm::errs() << "ortc-eval: error: " << error << "\n";

@@ -16,6 +16,8 @@ def Ortc_Dialect : Dialect {
   let cppNamespace = "::ortc";
   let summary = "Tensor-level training IR with ONNX semantics";
   let hasConstantMaterializer = 1;
+  // ortc.stage and ortc.arena_offsets (OpAnnotations.h) are checked where they appear.
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 

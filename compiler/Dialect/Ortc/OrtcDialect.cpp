@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -21,6 +22,24 @@ void OrtcDialect::initialize() {
 #define GET_OP_LIST
 #include "compiler/Dialect/Ortc/OrtcOps.cpp.inc"
       >();
+}
+
+LogicalResult OrtcDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kStageAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || !isStage(s.getValue()))
+      return op->emitOpError("ortc.stage must be \"forward\", \"backward\" or \"optimizer\"");
+    return success();
+  }
+  if (attr.getName() == kArenaOffsetsAttr) {
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitOpError("ortc.arena_offsets needs one i64 per result");
+    if (llvm::any_of(offsets.asArrayRef(), [](int64_t o) { return o < -1; }))
+      return op->emitOpError("ortc.arena_offsets holds offsets >= 0, or -1 (not in the arena)");
+    return success();
+  }
+  return success(); // the other ortc.* attributes (names, roles, arena sizes) are free-form
 }
 
 Operation *OrtcDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -355,3 +355,45 @@ func.func @constant_type() -> tensor<3xf32> {
   %0 = "ortc.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+func.func @bad_stage(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ortc.stage must be "forward", "backward" or "optimizer"}}
+  %0 = ortc.neg %x {ortc.stage = "sideways"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_arena_offsets(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ortc.arena_offsets needs one i64 per result}}
+  %0 = ortc.neg %x {ortc.arena_offsets = array<i64: 0, 64>} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_yield_types(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{yields}}
+  %0 = ortc.fused "pointwise"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %n = ortc.neg %a : tensor<4xf32>
+    %r = ortc.reshape %n : tensor<4xf32> -> tensor<2x2xf32>
+    ortc.yield %r : tensor<2x2xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_mixed_kinds(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>, %ok: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{a multi_tensor kernel holds ops of one multi-tensor kind}}
+  %0:2 = ortc.fused "multi_tensor"(%p, %g, %lr, %s, %ok) : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %l: tensor<f32>, %t: tensor<i64>, %o: tensor<i1>):
+    %u = ortc.sgd_update %a, %b lr %l step %t apply %o {momentum = 0.0 : f64, dampening = 0.0 : f64, nesterov = false, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> tensor<4xf32>
+    %n = ortc.neg %b : tensor<4xf32>
+    ortc.yield %u, %n : tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -46,7 +46,7 @@ func.func @forward(%x: tensor<2x4xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.
 // CHECK: %[[G2:.*]] = ortc.matmul {{.*}}trans_a = true
 // CHECK: ortc.add %[[G1]], %[[G2]]
 // Running variance update uses the unbiased batch variance (n/(n-1) = 2):
-// CHECK: ortc.scale %{{.*}} {factor = 2.000000e+00 : f64}
+// CHECK: ortc.scale %{{.*}} {factor = 2.000000e+00 : f64, ortc.stage = "backward"}
 
 // FROZEN-DAG: ortc.global @bias : tensor<4xf32> {kind = "frozen"
 // FROZEN-LABEL: func.func @train_step

@@ -22,13 +22,13 @@ func.func @forward(%x: tensor<3xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.na
 // SGD-SAME: {ortc.name = "w.momentum_buffer", ortc.role = "state", ortc.tied =
 // SGD-SAME: {ortc.name = "step", ortc.role = "state", ortc.tied =
 // SGD: %[[OK:.*]] = ortc.all_finite
-// SGD: ortc.sgd_update {{.*}} lr %[[LR]] step %{{.*}} apply %[[OK]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = false, weight_decay = 1.000000e-02 : f64}
+// SGD: ortc.sgd_update {{.*}} lr %[[LR]] step %{{.*}} apply %[[OK]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = false, ortc.stage = "optimizer", weight_decay = 1.000000e-02 : f64}
 // SGD: ortc.select %[[OK]]
 
 // ADAMW-DAG: ortc.global @w.exp_avg : tensor<3xf32> {kind = "state"
 // ADAMW-DAG: ortc.global @w.exp_avg_sq : tensor<3xf32> {kind = "state"
 // ADAMW: ortc.sqrt
 // ADAMW: ortc.min
-// ADAMW: ortc.adamw_update {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64}
+// ADAMW: ortc.adamw_update {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, ortc.stage = "optimizer", weight_decay = 1.000000e-02 : f64}
 // PLAIN: ortc.sgd_update %{{.*}}, %{{.*}} lr
 // PLAIN-NOT: momentum_buffer

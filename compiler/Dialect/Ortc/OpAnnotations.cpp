@@ -1,0 +1,56 @@
+//===- OpAnnotations.cpp - Stages and arena offsets on ops ---------------===//
+//
+// See OpAnnotations.h. The dialect's attribute verifier (OrtcDialect.cpp) checks
+// both attributes wherever they appear.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
+
+#include "compiler/Dialect/Ortc/OrtcDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace ortc {
+
+bool isStage(StringRef stage) {
+  return stage == "forward" || stage == "backward" || stage == "optimizer";
+}
+
+void setStage(Operation *op, StringRef stage) {
+  op->setAttr(kStageAttr, StringAttr::get(op->getContext(), stage));
+}
+
+StringRef stageOf(Operation *op) {
+  auto s = op->getAttrOfType<StringAttr>(kStageAttr);
+  return s ? s.getValue() : StringRef();
+}
+
+void setArenaOffsets(Operation *op, ArrayRef<int64_t> offsets) {
+  op->setAttr(kArenaOffsetsAttr, DenseI64ArrayAttr::get(op->getContext(), offsets));
+}
+
+Placement placementOf(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return {Placement::Argument, 0, arg.getArgNumber(), ""};
+  Operation *op = v.getDefiningOp();
+  if (auto w = dyn_cast<WeightOp>(op))
+    return {Placement::Weight, 0, 0, w.getName().str()};
+  if (isa<ConstantOp>(op))
+    return {Placement::Constant, 0, 0, ""};
+  if (auto r = dyn_cast<ReshapeOp>(op))
+    return placementOf(r.getX());
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+  int64_t off = offsets ? offsets[cast<OpResult>(v).getResultNumber()] : -1;
+  if (off >= 0)
+    return {Placement::Arena, off, 0, ""};
+  Operation *ret = op->getBlock()->getTerminator();
+  for (OpOperand &use : ret->getOpOperands())
+    if (use.get() == v)
+      return {Placement::Output, 0, use.getOperandNumber(), ""};
+  return {Placement::Arena, -1, 0, ""}; // unplanned
+}
+
+} // namespace ortc

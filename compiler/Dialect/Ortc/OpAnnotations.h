@@ -1,0 +1,50 @@
+//===- OpAnnotations.h - What later phases record on ops --------*- C++ -*-===//
+//
+// Two facts about an op of a step function live in the IR as attributes of the ortc
+// dialect (checked by its attribute verifier), so that every later phase and codegen
+// reads them from the IR rather than from a pass's header:
+//   ortc.stage = "forward" | "backward" | "optimizer": which part of the training step
+//     the op belongs to (set by the training passes; a fused kernel takes the stage
+//     of its last op). Recompute and mixed precision decide by it.
+//   ortc.arena_offsets = array<i64: ...>: per result, its byte offset in the step's
+//     arena, or -1 when the value is not in the arena (set by ortc-memory-plan).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_DIALECT_ORTC_OPANNOTATIONS_H
+#define ORTC_DIALECT_ORTC_OPANNOTATIONS_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+
+#include <string>
+
+namespace ortc {
+
+constexpr llvm::StringLiteral kStageAttr = "ortc.stage";
+constexpr llvm::StringLiteral kArenaOffsetsAttr = "ortc.arena_offsets";
+
+/// True for "forward", "backward" and "optimizer".
+bool isStage(llvm::StringRef stage);
+/// Records `stage` on `op`.
+void setStage(mlir::Operation *op, llvm::StringRef stage);
+/// The stage of `op`, or "" when none was recorded (ops made by canonicalization).
+llvm::StringRef stageOf(mlir::Operation *op);
+
+/// Records the arena offset of each result of `op` (-1: not in the arena).
+void setArenaOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
+
+/// Where a value of a planned step function lives.
+struct Placement {
+  enum Kind { Arena, Argument, Weight, Constant, Output } kind;
+  int64_t offset = 0; ///< Arena: byte offset
+  unsigned index = 0; ///< Argument: arg number; Output: result number
+  std::string name;   ///< Weight: global name
+};
+
+/// Resolves a value of a planned function (following reshape views to the tensor
+/// they alias).
+Placement placementOf(mlir::Value v);
+
+} // namespace ortc
+
+#endif // ORTC_DIALECT_ORTC_OPANNOTATIONS_H
