@@ -293,8 +293,12 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Default([](Operation *) { return std::nullopt; });
 }
 
+bool KernelPrinter::isSum(FusedOp op, unsigned i) {
+  return static_cast<bool>(op.getYielded()[i].getDefiningOp<ReduceSumOp>());
+}
+
 KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
-  ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
+  ArrayRef<int64_t> shape = op.getIterationShape();
   size_t rank = shape.size();
   // Each input's shape right-aligned to the iteration shape (1 where broadcast).
   SmallVector<SmallVector<int64_t>> padded;
@@ -304,8 +308,17 @@ KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
     p.append(s.begin(), s.end());
     padded.push_back(p);
   }
-  // Group the dims of size > 1 into runs that every input treats alike.
   PointwiseNest nest;
+  // Sums over the leading dims: the summed and the kept dims never share a run (a
+  // pattern no input reads, dropped again below).
+  op.getBody().walk([&](ReduceSumOp r) {
+    SmallVector<int64_t> boundary(shape.begin(), shape.end());
+    for (size_t d = 0; d < r.getAxes().size(); ++d)
+      boundary[d] = 1;
+    padded.push_back(boundary);
+    nest.sums = true;
+  });
+  // Group the dims of size > 1 into runs that every input treats alike.
   SmallVector<SmallVector<size_t>> runs;
   for (size_t d = 0; d < rank; ++d) {
     if (shape[d] == 1)
@@ -324,6 +337,7 @@ KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
     nest.dims.push_back(1);
     runs.push_back({});
   }
+  padded.resize(op.getInputs().size());
   for (auto &p : padded) {
     SmallVector<int64_t> strides(nest.dims.size(), 0);
     int64_t acc = 1;
@@ -350,6 +364,10 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   numOps = 0;
   for (Operation &inner : block.without_terminator()) {
     Value r = inner.getResult(0);
+    if (isa<ReduceSumOp>(inner)) { // summed by the printer's loop
+      expr[r] = expr.lookup(inner.getOperand(0));
+      continue;
+    }
     if (auto lit = splatLiteral(r)) {
       expr[r] = *lit;
       continue;

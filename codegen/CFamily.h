@@ -114,6 +114,9 @@ protected:
   /// either varies along both or is broadcast along both, and per input its element
   /// stride along each of those dims (0: broadcast). A plain chain is one dim.
   struct PointwiseNest {
+    /// With sums (reduce_sum over leading dims in the body), the last dim is the
+    /// kept dims (columns) and the others the summed ones (rows).
+    bool sums = false;
     llvm::SmallVector<int64_t> dims;
     llvm::SmallVector<llvm::SmallVector<int64_t>> strides; ///< [input][dim]
     int64_t numElements() const { return dimProduct(dims, 0, dims.size()); }
@@ -122,11 +125,14 @@ protected:
   /// Prints the scalar statements of a pointwise kernel's body, one
   /// `const T vN = <expr>;` per op, input k read as `read(k)` (splats as literals,
   /// broadcasts as their source's read). Returns the expressions of the yielded
-  /// values and the number of ops (a work estimate).
+  /// values (for a sum, of the value it adds up: see isSum) and the number of ops
+  /// (a work estimate).
   llvm::SmallVector<std::string> pointwiseStatements(FusedOp op,
                                                       llvm::function_ref<std::string(unsigned)> read,
                                                       const std::string &indent, std::ostream &os,
                                                       int64_t &numOps);
+  /// True when yielded value `i` of a pointwise kernel is a sum over its leading dims.
+  static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.
   static llvm::SmallVector<mlir::Operation *> multiTensorOps(FusedOp op);
   /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".

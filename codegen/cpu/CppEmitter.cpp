@@ -57,6 +57,11 @@ private:
     return typed(v) + "[i]";
   }
   void fusedPointwise(FusedOp op);
+  void fusedPointwiseSums(FusedOp op, const PointwiseNest &nest);
+  /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
+  /// along the last dim where the input varies along it).
+  void rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
+                   const std::string &column);
   void multiTensorUpdate(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
@@ -85,6 +90,10 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   std::ostringstream stmts;
   int64_t numOps = 0;
   size_t rank = nest.dims.size();
+  if (nest.sums) {
+    fusedPointwiseSums(op, nest);
+    return;
+  }
   if (rank == 1) {
     auto read = [&](unsigned k) {
       return "in" + std::to_string(k) + (nest.strides[k][0] ? "[i]" : "[0]");
@@ -109,28 +118,7 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   elementIndex.clear();
   body << "  ORTC_KERN_PARALLEL_FOR(" << n * std::max<int64_t>(numOps, 1) << ")\n"
        << "  for (int64_t o = 0; o < " << outer << "; ++o) {\n";
-  // Coordinates of the row along the outer dims (only where some input needs them).
-  for (size_t d = 0; d + 1 < rank; ++d) {
-    bool used = llvm::any_of(nest.strides, [&](auto &s) { return s[d] != 0; });
-    if (!used)
-      continue;
-    int64_t below = dimProduct(nest.dims, d + 1, rank - 1);
-    body << "    const int64_t c" << d << " = o";
-    if (below > 1)
-      body << " / " << below;
-    if (d > 0)
-      body << " % " << nest.dims[d];
-    body << ";\n";
-  }
-  for (auto [k, v] : llvm::enumerate(inputs)) {
-    std::string offset;
-    for (size_t d = 0; d + 1 < rank; ++d)
-      if (nest.strides[k][d])
-        offset += (offset.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
-                  std::to_string(nest.strides[k][d]);
-    body << "    const " << cType(typeOf(v).getElementType()) << " *row" << k << " = in" << k
-         << (offset.empty() ? "" : " + (" + offset + ")") << ";\n";
-  }
+  rowPointers(op, nest, "    ", "");
   body << "    ORTC_KERN_SIMD\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n"
        << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
@@ -183,6 +171,77 @@ void CppPrinter::multiTensorUpdate(FusedOp op) {
          << cLiteral(sgd.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(sgd.getStep())
          << ", " << typed(sgd.getApply()) << ");\n";
   }
+}
+
+void CppPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
+                             const std::string &column) {
+  size_t rank = nest.dims.size();
+  // Coordinates of the row along the outer dims (only where some input needs them).
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    bool used = llvm::any_of(nest.strides, [&](auto &s) { return s[d] != 0; });
+    if (!used)
+      continue;
+    int64_t below = dimProduct(nest.dims, d + 1, rank - 1);
+    body << indent << "const int64_t c" << d << " = o";
+    if (below > 1)
+      body << " / " << below;
+    if (d > 0)
+      body << " % " << nest.dims[d];
+    body << ";\n";
+  }
+  for (auto [k, v] : llvm::enumerate(op.getInputs())) {
+    std::string offset;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (nest.strides[k][d])
+        offset += (offset.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
+                  std::to_string(nest.strides[k][d]);
+    if (!column.empty() && nest.strides[k][rank - 1])
+      offset += (offset.empty() ? "" : " + ") + column;
+    body << indent << "const " << cType(typeOf(v).getElementType()) << " *row" << k << " = in"
+         << k << (offset.empty() ? "" : " + (" + offset + ")") << ";\n";
+  }
+}
+
+/// A pointwise kernel that also sums values over its leading dims (rows): threads
+/// take blocks of kColumns columns, walk every row in order and keep one double
+/// accumulator per column, so each sum adds its rows in the same order whatever
+/// the thread count, and the values it sums never go back to memory first.
+void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
+  constexpr int64_t kColumns = 32;
+  size_t rank = nest.dims.size();
+  int64_t cols = nest.dims.back(), rows = nest.numElements() / cols;
+  int64_t blocks = (cols + kColumns - 1) / kColumns;
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[jj]" : "[0]");
+  };
+  std::ostringstream stmts;
+  int64_t numOps = 0;
+  elementIndex = "(o * " + std::to_string(cols) + " + j0 + jj)";
+  SmallVector<std::string> ys = pointwiseStatements(op, read, "        ", stmts, numOps);
+  elementIndex.clear();
+  body << "  ORTC_KERN_PARALLEL_FOR(" << nest.numElements() * std::max<int64_t>(numOps, 1)
+       << ")\n"
+       << "  for (int64_t b = 0; b < " << blocks << "; ++b) {\n"
+       << "    const int64_t j0 = b * " << kColumns << ", jn = std::min<int64_t>(" << kColumns
+       << ", " << cols << " - j0);\n";
+  for (size_t k = 0; k < ys.size(); ++k)
+    if (isSum(op, k))
+      body << "    double sum" << k << "[" << kColumns << "] = {};\n";
+  body << "    for (int64_t o = 0; o < " << rows << "; ++o) {\n";
+  rowPointers(op, nest, "      ", "j0");
+  body << "      ORTC_KERN_SIMD\n      for (int64_t jj = 0; jj < jn; ++jj) {\n" << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    if (isSum(op, k))
+      body << "        sum" << k << "[jj] += static_cast<double>(" << y << ");\n";
+    else
+      body << "        out" << k << "[o * " << cols << " + j0 + jj] = " << y << ";\n";
+  body << "      }\n    }\n";
+  for (size_t k = 0; k < ys.size(); ++k)
+    if (isSum(op, k))
+      body << "    for (int64_t jj = 0; jj < jn; ++jj)\n      out" << k
+           << "[j0 + jj] = static_cast<" << cType(typeOf(op.getResult(k)).getElementType())
+           << ">(sum" << k << "[jj]);\n";
+  body << "  }\n";
 }
 
 LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {

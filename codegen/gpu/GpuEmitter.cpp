@@ -186,9 +186,26 @@ void GpuPrinter::fusedKernel(FusedOp op) {
     device << "const " << elemType(v) << " *in" << k << ", ";
   for (auto [k, r] : llvm::enumerate(op.getResults()))
     device << elemType(r) << " *out" << k << ", ";
-  device << "int64_t n) {\n"
-         << "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-            " i += (int64_t)gridDim.x * blockDim.x) {\n";
+  // With sums: one thread per column walks the rows in order (a double accumulator
+  // per sum); else one thread per element.
+  int64_t cols = nest.sums ? nest.dims.back() : n, rows = n / cols;
+  if (nest.sums)
+    device << "int64_t n) {\n"
+           << "  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < " << cols
+           << "; j += (int64_t)gridDim.x * blockDim.x) {\n"
+           << [&] {
+                std::string sums;
+                for (size_t k = 0; k < ys.size(); ++k)
+                  if (isSum(op, k))
+                    sums += "  double sum" + std::to_string(k) + " = 0;\n";
+                return sums;
+              }()
+           << "  for (int64_t o = 0; o < " << rows << "; ++o) {\n"
+           << "    const int64_t i = o * " << cols << " + j;\n";
+  else
+    device << "int64_t n) {\n"
+           << "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+              " i += (int64_t)gridDim.x * blockDim.x) {\n";
   for (size_t d = 0; d < rank; ++d) {
     bool used = llvm::any_of(nest.strides, [&](auto &st) {
       return st[d] != 0 && ArrayRef<int64_t>(st) != ArrayRef<int64_t>(dense);
@@ -200,8 +217,19 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   }
   device << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
-    device << "    out" << k << "[i] = " << y << ";\n";
-  device << "  }\n}\n";
+    if (isSum(op, k))
+      device << "    sum" << k << " += static_cast<double>(" << y << ");\n";
+    else
+      device << "    out" << k << "[i] = " << y << ";\n";
+  device << "  }\n";
+  if (nest.sums) {
+    for (size_t k = 0; k < ys.size(); ++k)
+      if (isSum(op, k))
+        device << "  out" << k << "[j] = static_cast<" << elemType(op.getResult(k)) << ">(sum"
+               << k << ");\n";
+    device << "  }\n";
+  }
+  device << "}\n";
 
   std::string call = "(";
   for (auto &[name, expr] : kernelKeys)
@@ -210,10 +238,12 @@ void GpuPrinter::fusedKernel(FusedOp op) {
     call += typed(v) + ", ";
   for (Value r : op.getResults())
     call += typed(r, true) + ", ";
-  int64_t blocks = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  int64_t blocks = std::max<int64_t>(1, (cols + kBlock - 1) / kBlock);
   body << "  " << fnName << "<<<" << blocks << ", " << kBlock << ", 0, s>>>" << call << n
        << ");\n";
-  launchNote = gridShape(n, "fused pointwise kernel, one element per thread");
+  launchNote = nest.sums ? gridShape(cols, "fused pointwise kernel with sums over " +
+                                               std::to_string(rows) + " rows, one column per thread")
+                         : gridShape(n, "fused pointwise kernel, one element per thread");
 }
 
 /// Every update of a multi-tensor kernel through the library's *Multi function:

@@ -10,6 +10,12 @@
 //     producer/consumer rule of IREE's dispatch formation and Inductor's scheduler,
 //     without recompute of pointwise ops: an op with several users is computed once
 //     and yielded to the users outside.
+//  1b. A sum over the leading dims (FusionRole::Reduction) of a value a group
+//     computes joins that group under the same rule, when every input the group
+//     reads through a broadcast is broadcast along all or none of the kept dims
+//     (codegen then runs the kept dims as one contiguous inner loop and sums the
+//     leading ones into per-column accumulators: a bias gradient is accumulated as
+//     the gradient it sums is computed).
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
@@ -109,6 +115,54 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
           continue;
         groups.unionSets(p, op);
       }
+    }
+
+    // 1b. Reductions over leading dims join the group computing their input.
+    for (Operation &opRef : body.without_terminator()) {
+      auto red = dyn_cast<ReduceSumOp>(&opRef);
+      Operation *p = red ? red.getX().getDefiningOp() : nullptr;
+      if (!red || !hasRole(red, FusionRole::Reduction) || !p || !groups.contains(p) ||
+          !isPointwise(p))
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(red.getX());
+      ArrayRef<int64_t> axes = red.getAxes();
+      size_t k = axes.size();
+      bool leading = k >= 1 && k < shape.size();
+      for (size_t i = 0; leading && i < k; ++i)
+        leading = axes[i] == static_cast<int64_t>(i);
+      auto product = [&](size_t from, size_t to) {
+        int64_t n = 1;
+        for (size_t d = from; d < to; ++d)
+          n *= shape[d];
+        return n;
+      };
+      if (!leading || product(0, k) < 2 || product(k, shape.size()) < 2)
+        continue;
+      SmallVector<Operation *> merged = members(p);
+      // Every member computes over the same shape; inputs read through broadcasts
+      // must treat the kept dims alike.
+      bool uniform = llvm::all_of(merged, [&](Operation *m) {
+        if (isa<ReduceSumOp>(m))
+          return true;
+        if (shapeOf(m->getResult(0)) != shape)
+          return false;
+        return llvm::all_of(m->getOperands(), [&](Value v) {
+          if (!readThroughMap(v))
+            return true;
+          ArrayRef<int64_t> src = shapeOf(v.getDefiningOp()->getOperand(0));
+          SmallVector<int64_t> padded(shape.size() - src.size(), 1);
+          padded.append(src.begin(), src.end());
+          bool allKept = true, allOne = true;
+          for (size_t d = k; d < shape.size(); ++d) {
+            allKept &= padded[d] == shape[d];
+            allOne &= padded[d] == 1;
+          }
+          return allKept || allOne;
+        });
+      });
+      merged.push_back(red);
+      if (uniform && canMerge(merged, red))
+        groups.unionSets(p, red.getOperation());
     }
 
     // 2-3. One ortc.fused per group worth a kernel of its own.

@@ -15,13 +15,18 @@ Operation::operand_range FusedOp::getYielded() {
   return getBody().front().getTerminator()->getOperands();
 }
 
+ArrayRef<int64_t> FusedOp::getIterationShape() {
+  for (Operation &op : getBody().front())
+    if (auto r = dyn_cast<ReduceSumOp>(op))
+      return r.getX().getType().getShape();
+  return cast<RankedTensorType>(getResult(0).getType()).getShape();
+}
+
 bool FusedOp::readsAtOwnIndex(unsigned i) {
   BlockArgument arg = getBody().front().getArgument(i);
   if (getKind() == "multi_tensor") // each update reads its tensors elementwise
     return true;
-  if (arg.getType() != getResult(0).getType() &&
-      cast<RankedTensorType>(arg.getType()).getShape() !=
-          cast<RankedTensorType>(getResult(0).getType()).getShape())
+  if (cast<RankedTensorType>(arg.getType()).getShape() != getIterationShape())
     return false;
   return llvm::none_of(arg.getUsers(), [](Operation *u) {
     auto f = dyn_cast<FusionOpInterface>(u);
@@ -60,10 +65,20 @@ LogicalResult FusedOp::verify() {
   }
   if (getKind() != "pointwise")
     return emitOpError("unknown kind '") << getKind() << "'";
-  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
-  for (Type t : getResultTypes())
-    if (cast<RankedTensorType>(t).getShape() != shape)
-      return emitOpError("a pointwise kernel yields values of one shape");
+  ArrayRef<int64_t> shape = getIterationShape();
+  for (Operation &op : block.without_terminator())
+    if (auto r = dyn_cast<ReduceSumOp>(op)) {
+      ArrayRef<int64_t> axes = r.getAxes();
+      for (auto [i, a] : llvm::enumerate(axes))
+        if (a != static_cast<int64_t>(i) || axes.size() >= shape.size())
+          return emitOpError("a pointwise kernel sums over leading dims only");
+      if (r.getX().getType().getShape() != shape)
+        return emitOpError("a pointwise kernel's sums read values of its shape");
+    }
+  for (Value y : yield.getValues())
+    if (!y.getDefiningOp<ReduceSumOp>() &&
+        cast<RankedTensorType>(y.getType()).getShape() != shape)
+      return emitOpError("a pointwise kernel yields values of one shape (and their sums)");
   return success();
 }
 

@@ -15,7 +15,9 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     names the values that leave the kernel (its results, what it writes). `kind`
     says how codegen iterates: "pointwise" runs one loop over the shape of the
     yielded values (all equal), reading each operand at the element's index or, for
-    operands only read through `ortc.broadcast_to`, at the broadcast index.
+    operands only read through `ortc.broadcast_to`, at the broadcast index. It may
+    also yield sums over the leading dims of values it computes (`ortc.reduce_sum`
+    in the body), accumulated as the loop goes.
     "multi_tensor" holds several ops of one kind (FusionRole::MultiTensor: the
     optimizer's updates) over different tensors with the same scalar operands and
     attributes, and runs their elements as one index space. The location fuses the
@@ -35,6 +37,8 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     /// element being computed (no broadcast): a result may then be written over it
     /// in place.
     bool readsAtOwnIndex(unsigned i);
+    /// The shape a pointwise kernel iterates over (its sums reduce the leading dims).
+    ::llvm::ArrayRef<int64_t> getIterationShape();
   }];
 }
 

@@ -20,6 +20,9 @@ namespace ortc {
 enum class FusionRole {
   Pointwise, ///< each result element from the operands' elements at its index
   IndexMap,  ///< reads its operand at a computed index, no arithmetic (broadcast)
+  /// a sum over leading dims of a value computed in the kernel (a bias gradient):
+  /// the kernel accumulates it as it computes the value
+  Reduction,
   /// one op of many alike over different tensors with shared scalars (optimizer
   /// updates): one kernel runs them all over their elements as one index space
   MultiTensor,

@@ -37,6 +37,10 @@ OpFoldResult BroadcastToOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+// A sum over leading dims joins the kernel that computes its input (a bias gradient
+// is accumulated as the gradient it sums is computed); FormKernels checks the axes.
+FusionRole ReduceSumOp::getFusionRole() { return FusionRole::Reduction; }
+
 // A kernel reads x at the broadcast index: no copy, and every consumer may do so.
 FusionRole BroadcastToOp::getFusionRole() { return FusionRole::IndexMap; }
 bool BroadcastToOp::isCheapToRecompute() { return true; }

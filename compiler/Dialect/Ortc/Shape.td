@@ -87,7 +87,8 @@ def Ortc_GatherGradOp : Ortc_Op<"gather_grad", [Pure]> {
   let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, $result)";
 }
 
-class Ortc_ReduceOp<string mnemonic> : Ortc_ShapeOp<mnemonic, [InferTypeOpAdaptor]> {
+class Ortc_ReduceOp<string mnemonic, list<Trait> traits = []>
+    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor]> {
   let summary = "Reduces over `axes` (non-negative, sorted); keeps them as 1 if keepdims";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "true">:$keepdims);
@@ -95,7 +96,8 @@ class Ortc_ReduceOp<string mnemonic> : Ortc_ShapeOp<mnemonic, [InferTypeOpAdapto
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Ortc_ReduceSumOp : Ortc_ReduceOp<"reduce_sum">;
+def Ortc_ReduceSumOp : Ortc_ReduceOp<"reduce_sum", [
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]>;
 def Ortc_ReduceMeanOp : Ortc_ReduceOp<"reduce_mean">;
 def Ortc_ReduceMaxOp : Ortc_ReduceOp<"reduce_max">;
 def Ortc_ReduceProdOp : Ortc_ReduceOp<"reduce_prod">;

@@ -98,3 +98,19 @@ func.func @updates(%p0: tensor<4xf32>, %g0: tensor<4xf32>, %m0: tensor<4xf32>, %
   %c:3 = ortc.adamw_update %p2, %g2, %m2, %v2 lr %lr step %step apply %ok {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %a#0, %a#1, %a#2, %b#0, %b#1, %b#2, %c#0 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A sum over the leading dims of a value a kernel computes (a bias gradient) joins
+// that kernel; a sum over a trailing dim does not.
+// CHECK-LABEL: func.func @sums
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0, %arg1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1x8xf32>)
+// CHECK: ortc.gelu_grad
+// CHECK-NEXT: ortc.reduce_sum
+// CHECK: ortc.reduce_sum %[[K]]#0 {axes = array<i64: 1>}
+func.func @sums(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x1xf32>) {
+  %g = ortc.gelu_grad %x, %dy : tensor<4x8xf32>
+  %b = ortc.reduce_sum %g {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %r = ortc.reduce_sum %g {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4x1xf32>
+  return %g, %b, %r : tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x1xf32>
+}
