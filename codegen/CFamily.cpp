@@ -398,6 +398,34 @@ SmallVector<Operation *> KernelPrinter::multiTensorOps(FusedOp op) {
   return ops;
 }
 
+void KernelPrinter::updateTensorList(FusedOp op) {
+  auto copyIfDistinct = [&](Value from, Value to) {
+    if (ptr(from) != ptr(to))
+      emitCopy(ptr(to), ptr(from), byteSize(to));
+  };
+  std::ostringstream list;
+  for (Operation *inner : multiTensorOps(op)) {
+    if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
+      copyIfDistinct(u.getParam(), u.getNewParam());
+      copyIfDistinct(u.getM(), u.getNewM());
+      copyIfDistinct(u.getV(), u.getNewV());
+      list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
+           << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
+           << numElements(u.getParam()) << "},\n";
+      continue;
+    }
+    auto s = cast<SgdUpdateOp>(inner);
+    copyIfDistinct(s.getParam(), s.getResult(0));
+    if (s.getMomentumBuffer())
+      copyIfDistinct(s.getMomentumBuffer(), s.getResult(1));
+    list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
+         << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : typedNull(s.getParam(), true))
+         << ", " << typedNull(s.getParam(), true) << ", " << numElements(s.getParam()) << "},\n";
+  }
+  body << "  const " << lib << "UpdateTensor<" << cType(typeOf(op.getResult(0)).getElementType())
+       << "> ts[] = {\n" << list.str() << "  };\n";
+}
+
 std::string KernelPrinter::fusedNodes(Operation *op) {
   std::string out;
   op->walk([&](Operation *inner) {

@@ -135,6 +135,10 @@ protected:
   static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.
   static llvm::SmallVector<mlir::Operation *> multiTensorOps(FusedOp op);
+  /// For a multi-tensor update kernel: copies each parameter and state tensor into
+  /// its result where they differ, then declares `ts`, the kernel library's
+  /// UpdateTensor list `<lib>UpdateTensor<T> ts[] = {...}` of every update.
+  void updateTensorList(FusedOp op);
   /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".
   static std::string fusedNodes(mlir::Operation *op);
 

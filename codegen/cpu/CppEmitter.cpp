@@ -130,31 +130,8 @@ void CppPrinter::fusedPointwise(FusedOp op) {
 /// function (one parallel region over all their elements).
 void CppPrinter::multiTensorUpdate(FusedOp op) {
   SmallVector<Operation *> ops = multiTensorOps(op);
-  auto copyIfDistinct = [&](Value from, Value to) {
-    if (ptr(from) != ptr(to))
-      emitCopy(ptr(to), ptr(from), byteSize(to));
-  };
   std::string T = cType(typeOf(op.getResult(0)).getElementType());
-  std::ostringstream list;
-  for (Operation *inner : ops) {
-    if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
-      copyIfDistinct(u.getParam(), u.getNewParam());
-      copyIfDistinct(u.getM(), u.getNewM());
-      copyIfDistinct(u.getV(), u.getNewV());
-      list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
-           << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
-           << numElements(u.getParam()) << "},\n";
-    } else {
-      auto s = cast<SgdUpdateOp>(inner);
-      copyIfDistinct(s.getParam(), s.getResult(0));
-      if (s.getMomentumBuffer())
-        copyIfDistinct(s.getMomentumBuffer(), s.getResult(1));
-      list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
-           << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : "nullptr") << ", nullptr, "
-           << numElements(s.getParam()) << "},\n";
-    }
-  }
-  body << "  const ortc::kern::UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  updateTensorList(op);
   if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
     body << "  ortc::kern::adamwUpdateMulti(ts, " << ops.size() << ", " << scalar(u.getLr()) << ", "
          << cLiteral(u.getBeta1().convertToDouble(), T, sp) << ", "

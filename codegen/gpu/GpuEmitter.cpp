@@ -250,33 +250,11 @@ void GpuPrinter::fusedKernel(FusedOp op) {
 /// one device kernel per ortc::gpu::kMultiTensor tensors.
 void GpuPrinter::multiTensorUpdate(FusedOp op) {
   SmallVector<Operation *> ops = multiTensorOps(op);
-  auto copyIfDistinct = [&](Value from, Value to) {
-    if (ptr(from) != ptr(to))
-      emitCopy(ptr(to), ptr(from), byteSize(to));
-  };
   std::string T = elemType(op.getResult(0));
-  std::ostringstream list;
   int64_t total = 0;
-  for (Operation *inner : ops) {
-    if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
-      copyIfDistinct(u.getParam(), u.getNewParam());
-      copyIfDistinct(u.getM(), u.getNewM());
-      copyIfDistinct(u.getV(), u.getNewV());
-      list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
-           << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
-           << numElements(u.getParam()) << "},\n";
-    } else {
-      auto s = cast<SgdUpdateOp>(inner);
-      copyIfDistinct(s.getParam(), s.getResult(0));
-      if (s.getMomentumBuffer())
-        copyIfDistinct(s.getMomentumBuffer(), s.getResult(1));
-      list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
-           << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : typedNull(s.getParam(), true))
-           << ", " << typedNull(s.getParam(), true) << ", " << numElements(s.getParam()) << "},\n";
-    }
+  for (Operation *inner : ops)
     total += numElements(inner->getOperand(0));
-  }
-  body << "  const ortc::gpu::UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  updateTensorList(op);
   if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
     body << "  ortc::gpu::adamwUpdateMulti(ts, " << ops.size() << ", " << typed(u.getLr()) << ", "
          << lit(u.getBeta1().convertToDouble(), T) << ", " << lit(u.getBeta2().convertToDouble(), T)
