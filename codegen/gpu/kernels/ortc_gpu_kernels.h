@@ -242,21 +242,6 @@ template <typename T> __device__ inline T geluGradOf(T v, T dy, bool tanhApprox)
   return dy * (cdf + v * pdf);
 }
 
-template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluKernel(const T *x, T *y, int64_t n, bool tanhApprox) {
-  ORTC_FOR(i, n) y[i] = geluOf(x[i], tanhApprox);
-}
-template <typename T> void gelu(const T *x, T *y, int64_t n, bool tanhApprox, ortcStream_t s) {
-  geluKernel<<<gridFor(n), kBlock, 0, s>>>(x, y, n, tanhApprox);
-}
-
-template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
-  ORTC_FOR(i, n) dx[i] = geluGradOf(x[i], dy[i], tanhApprox);
-}
-template <typename T> void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox, ortcStream_t s) {
-  geluGradKernel<<<gridFor(n), kBlock, 0, s>>>(x, dy, dx, n, tanhApprox);
-}
-
 /// The CPU library's mix64 / dropoutKeep, bit for bit.
 __device__ inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
