@@ -179,45 +179,54 @@ void CppPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std::s
   }
 }
 
-/// A pointwise kernel that also sums values over its leading dims (rows): threads
-/// take blocks of kColumns columns, walk every row in order and keep one double
-/// accumulator per column, so each sum adds its rows in the same order whatever
-/// the thread count, and the values it sums never go back to memory first.
+/// A pointwise kernel that also sums values over its leading dims (rows). The rows
+/// are cut into blocks of kRows, whatever the thread count; threads take whole
+/// blocks, run the row-major loop nest of a plain pointwise kernel over them and add
+/// each row into the block's double partial sums (one per column); the partial sums
+/// are then added up block by block. Every sum thus adds its rows in one fixed
+/// order, and the values it sums never go back to memory first.
 void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
-  constexpr int64_t kColumns = 32;
+  constexpr int64_t kRows = 64;
   size_t rank = nest.dims.size();
   int64_t cols = nest.dims.back(), rows = nest.numElements() / cols;
-  int64_t blocks = (cols + kColumns - 1) / kColumns;
+  int64_t blocks = (rows + kRows - 1) / kRows;
   auto read = [&](unsigned k) {
-    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[jj]" : "[0]");
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
   };
   std::ostringstream stmts;
   int64_t numOps = 0;
-  elementIndex = "(o * " + std::to_string(cols) + " + j0 + jj)";
+  elementIndex = "(o * " + std::to_string(cols) + " + j)";
   SmallVector<std::string> ys = pointwiseStatements(op, read, "        ", stmts, numOps);
   elementIndex.clear();
-  body << "  ORTC_KERN_PARALLEL_FOR(" << nest.numElements() * std::max<int64_t>(numOps, 1)
-       << ")\n"
-       << "  for (int64_t b = 0; b < " << blocks << "; ++b) {\n"
-       << "    const int64_t j0 = b * " << kColumns << ", jn = std::min<int64_t>(" << kColumns
-       << ", " << cols << " - j0);\n";
+  SmallVector<size_t> sums;
   for (size_t k = 0; k < ys.size(); ++k)
     if (isSum(op, k))
-      body << "    double sum" << k << "[" << kColumns << "] = {};\n";
-  body << "    for (int64_t o = 0; o < " << rows << "; ++o) {\n";
-  rowPointers(op, nest, "      ", "j0");
-  body << "      ORTC_KERN_SIMD\n      for (int64_t jj = 0; jj < jn; ++jj) {\n" << stmts.str();
+      sums.push_back(k);
+  body << "  std::vector<double> partial(" << sums.size() * blocks * cols << ");\n"
+       << "  ORTC_KERN_PARALLEL_FOR(" << nest.numElements() * std::max<int64_t>(numOps, 1)
+       << ")\n"
+       << "  for (int64_t rb = 0; rb < " << blocks << "; ++rb) {\n";
+  for (auto [s, k] : llvm::enumerate(sums))
+    body << "    double *sum" << k << " = partial.data() + " << s * blocks * cols << " + rb * "
+         << cols << ";\n";
+  body << "    for (int64_t o = rb * " << kRows << "; o < std::min<int64_t>(" << rows
+       << ", (rb + 1) * " << kRows << "); ++o) {\n";
+  rowPointers(op, nest, "      ", "");
+  body << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << cols << "; ++j) {\n"
+       << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
     if (isSum(op, k))
-      body << "        sum" << k << "[jj] += static_cast<double>(" << y << ");\n";
+      body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
     else
-      body << "        out" << k << "[o * " << cols << " + j0 + jj] = " << y << ";\n";
-  body << "      }\n    }\n";
-  for (size_t k = 0; k < ys.size(); ++k)
-    if (isSum(op, k))
-      body << "    for (int64_t jj = 0; jj < jn; ++jj)\n      out" << k
-           << "[j0 + jj] = static_cast<" << cType(typeOf(op.getResult(k)).getElementType())
-           << ">(sum" << k << "[jj]);\n";
+      body << "        out" << k << "[o * " << cols << " + j] = " << y << ";\n";
+  body << "      }\n    }\n  }\n";
+  body << "  ORTC_KERN_PARALLEL_FOR(" << blocks * cols * static_cast<int64_t>(sums.size()) << ")\n"
+       << "  for (int64_t j = 0; j < " << cols << "; ++j) {\n";
+  for (auto [s, k] : llvm::enumerate(sums))
+    body << "    double s" << k << " = 0;\n    for (int64_t rb = 0; rb < " << blocks
+         << "; ++rb)\n      s" << k << " += partial[" << s * blocks * cols << " + rb * " << cols
+         << " + j];\n    out" << k << "[j] = static_cast<"
+         << cType(typeOf(op.getResult(k)).getElementType()) << ">(s" << k << ");\n";
   body << "  }\n";
 }
 
