@@ -122,6 +122,42 @@ class ThreadPool(unittest.TestCase):
         self.assertIn("'many'", p.stderr)
 
 
+class Fusion(unittest.TestCase):
+    def test_fused_and_unfused_artifacts_train_alike(self):
+        """The GPT sample (dropout on, SGD with momentum) built with kernel formation and
+        with --fusion none: 3 steps give the same losses and parameters at 1 and 2
+        threads, up to the rounding of sums taken in another order (the fused kernels
+        compute the same float32 values; GEMMs are the same calls). SGD, because AdamW
+        divides a gradient by its own magnitude: the key bias's gradient is zero in exact
+        arithmetic (softmax ignores a per-row constant), pure rounding noise that AdamW
+        turns into steps of lr either way."""
+        with TempDir() as d:
+            rng = np.random.RandomState(0)
+            data = os.path.join(d, "feed.npz")
+            np.savez(data, input_ids=rng.randint(0, 64, (8, 16)).astype(np.int64),
+                     labels=rng.randint(0, 64, (8, 16)).astype(np.int64))
+            got = {}
+            for mode in ("none", "default"):
+                art = os.path.join(d, mode + ".ortc")
+                run([ORTC, "build", sample_path("gpt2"), "-o", art, "--dim", "batch=8",
+                     "--optimizer", "sgd", "--momentum", "0.9", "--fusion", mode])
+                for threads in ("1", "2"):
+                    out = os.path.join(d, "%s%s.npz" % (mode, threads))
+                    log = os.path.join(d, "%s%s.jsonl" % (mode, threads))
+                    run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--seed", "7", "--lr", "0.1",
+                         "--threads", threads, "--save-params", out, "--log-json", log, "--quiet"])
+                    with open(log) as f:
+                        losses = [json.loads(line)["loss"] for line in f]
+                    got[mode, threads] = losses, dict(np.load(out))
+            for threads in ("1", "2"):
+                (l0, p0), (l1, p1) = got["none", threads], got["default", threads]
+                np.testing.assert_allclose(l1, l0, rtol=1e-6, err_msg="losses, %s threads" % threads)
+                self.assertEqual(sorted(p1), sorted(p0))
+                for name, value in p0.items():
+                    np.testing.assert_allclose(p1[name], value, rtol=1e-5, atol=1e-7,
+                                               err_msg="%s, %s threads" % (name, threads))
+
+
 class Profile(unittest.TestCase):
     def test_profile_times_every_launch_and_names_its_node(self):
         # ORTC_PROFILE: per launch of the step program, its kernel, ONNX node, op,
