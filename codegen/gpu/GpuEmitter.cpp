@@ -197,10 +197,10 @@ void GpuPrinter::fusedKernel(FusedOp op) {
                 std::string sums;
                 for (size_t k = 0; k < ys.size(); ++k)
                   if (isSum(op, k))
-                    sums += "  double sum" + std::to_string(k) + " = 0;\n";
+                    sums += "    double sum" + std::to_string(k) + " = 0;\n";
                 return sums;
               }()
-           << "  for (int64_t o = 0; o < " << rows << "; ++o) {\n"
+           << "    for (int64_t o = 0; o < " << rows << "; ++o) {\n"
            << "    const int64_t i = o * " << cols << " + j;\n";
   else
     device << "int64_t n) {\n"
@@ -225,7 +225,7 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   if (nest.sums) {
     for (size_t k = 0; k < ys.size(); ++k)
       if (isSum(op, k))
-        device << "  out" << k << "[j] = static_cast<" << elemType(op.getResult(k)) << ">(sum"
+        device << "    out" << k << "[j] = static_cast<" << elemType(op.getResult(k)) << ">(sum"
                << k << ");\n";
     device << "  }\n";
   }
