@@ -140,10 +140,11 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
         continue;
       SmallVector<Operation *> merged = members(p);
       // Every member computes over the same shape; inputs read through broadcasts
-      // must treat the kept dims alike.
+      // must treat the kept dims alike; sums already in the kernel keep the same dims
+      // (codegen has one row/column split per kernel).
       bool uniform = llvm::all_of(merged, [&](Operation *m) {
-        if (isa<ReduceSumOp>(m))
-          return true;
+        if (auto other = dyn_cast<ReduceSumOp>(m))
+          return other.getAxes() == axes;
         if (shapeOf(m->getResult(0)) != shape)
           return false;
         return llvm::all_of(m->getOperands(), [&](Value v) {

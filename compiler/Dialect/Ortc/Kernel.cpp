@@ -66,9 +66,13 @@ LogicalResult FusedOp::verify() {
   if (getKind() != "pointwise")
     return emitOpError("unknown kind '") << getKind() << "'";
   ArrayRef<int64_t> shape = getIterationShape();
+  std::optional<ArrayRef<int64_t>> sumAxes;
   for (Operation &op : block.without_terminator())
     if (auto r = dyn_cast<ReduceSumOp>(op)) {
       ArrayRef<int64_t> axes = r.getAxes();
+      if (sumAxes && *sumAxes != axes)
+        return emitOpError("the sums of a pointwise kernel reduce the same leading dims");
+      sumAxes = axes;
       for (auto [i, a] : llvm::enumerate(axes))
         if (a != static_cast<int64_t>(i) || axes.size() >= shape.size())
           return emitOpError("a pointwise kernel sums over leading dims only");

@@ -114,3 +114,19 @@ func.func @sums(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, 
   %r = ortc.reduce_sum %g {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4x1xf32>
   return %g, %b, %r : tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x1xf32>
 }
+
+// -----
+
+// Two sums over different leading dims of one value: only the first joins the kernel
+// (a kernel has one split into summed rows and kept columns).
+// CHECK-LABEL: func.func @two_sums
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"
+// CHECK: ortc.reduce_sum {{.*}}axes = array<i64: 0>
+// CHECK: ortc.yield
+// CHECK: ortc.reduce_sum %[[K]]#0 {axes = array<i64: 0, 1>}
+func.func @two_sums(%x: tensor<2x4x8xf32>) -> (tensor<1x4x8xf32>, tensor<1x1x8xf32>) {
+  %e = ortc.exp %x : tensor<2x4x8xf32>
+  %a = ortc.reduce_sum %e {axes = array<i64: 0>} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+  %b = ortc.reduce_sum %e {axes = array<i64: 0, 1>} : tensor<2x4x8xf32> -> tensor<1x1x8xf32>
+  return %a, %b : tensor<1x4x8xf32>, tensor<1x1x8xf32>
+}
