@@ -364,15 +364,12 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   numOps = 0;
   for (Operation &inner : block.without_terminator()) {
     Value r = inner.getResult(0);
-    if (isa<ReduceSumOp>(inner)) { // summed by the printer's loop
-      expr[r] = expr.lookup(inner.getOperand(0));
-      continue;
-    }
     if (auto lit = splatLiteral(r)) {
       expr[r] = *lit;
       continue;
     }
-    if (isa<BroadcastToOp>(inner)) {
+    // A broadcast reads its source; a sum is added up by the printer's loop.
+    if (isa<BroadcastToOp, ReduceSumOp>(inner)) {
       expr[r] = expr.lookup(inner.getOperand(0));
       continue;
     }
@@ -390,6 +387,16 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   return yielded;
 }
 
+/// The ONNX node an op came from (its NameLoc), else its printed location.
+static std::string nodeName(Location loc) {
+  if (auto nl = dyn_cast<NameLoc>(loc))
+    return nl.getName().str();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << loc;
+  return s;
+}
+
 SmallVector<Operation *> KernelPrinter::multiTensorOps(FusedOp op) {
   SmallVector<Operation *> ops;
   for (Operation &inner : op.getBody().front().without_terminator())
@@ -398,13 +405,15 @@ SmallVector<Operation *> KernelPrinter::multiTensorOps(FusedOp op) {
   return ops;
 }
 
-void KernelPrinter::updateTensorList(FusedOp op) {
+void KernelPrinter::multiTensorUpdate(FusedOp op) {
+  SmallVector<Operation *> ops = multiTensorOps(op);
+  std::string T = cType(typeOf(op.getResult(0)).getElementType());
   auto copyIfDistinct = [&](Value from, Value to) {
     if (ptr(from) != ptr(to))
       emitCopy(ptr(to), ptr(from), byteSize(to));
   };
   std::ostringstream list;
-  for (Operation *inner : multiTensorOps(op)) {
+  for (Operation *inner : ops) {
     if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
       copyIfDistinct(u.getParam(), u.getNewParam());
       copyIfDistinct(u.getM(), u.getNewM());
@@ -422,8 +431,20 @@ void KernelPrinter::updateTensorList(FusedOp op) {
          << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : typedNull(s.getParam(), true))
          << ", " << typedNull(s.getParam(), true) << ", " << numElements(s.getParam()) << "},\n";
   }
-  body << "  const " << lib << "UpdateTensor<" << cType(typeOf(op.getResult(0)).getElementType())
-       << "> ts[] = {\n" << list.str() << "  };\n";
+  body << "  const " << lib << "UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  auto lit = [&](APFloat v) { return cLiteral(v.convertToDouble(), T, sp); };
+  if (auto u = dyn_cast<AdamWUpdateOp>(ops.front())) {
+    body << "  " << lib << "adamwUpdateMulti(ts, " << ops.size() << ", " << runtimeScalar(u.getLr())
+         << ", " << lit(u.getBeta1()) << ", " << lit(u.getBeta2()) << ", " << lit(u.getEps())
+         << ", " << lit(u.getWeightDecay()) << ", " << runtimeScalar(u.getStep()) << ", "
+         << typed(u.getApply()) << callTail << ");\n";
+    return;
+  }
+  auto u = cast<SgdUpdateOp>(ops.front());
+  body << "  " << lib << "sgdUpdateMulti(ts, " << ops.size() << ", " << runtimeScalar(u.getLr())
+       << ", " << lit(u.getMomentum()) << ", " << lit(u.getDampening()) << ", "
+       << (u.getNesterov() ? "true" : "false") << ", " << lit(u.getWeightDecay()) << ", "
+       << runtimeScalar(u.getStep()) << ", " << typed(u.getApply()) << callTail << ");\n";
 }
 
 std::string KernelPrinter::fusedNodes(Operation *op) {
@@ -431,13 +452,8 @@ std::string KernelPrinter::fusedNodes(Operation *op) {
   op->walk([&](Operation *inner) {
     if (inner == op || isa<YieldOp, ConstantOp, BroadcastToOp>(inner))
       return;
-    std::string n;
-    llvm::raw_string_ostream os(n);
-    if (auto nl = dyn_cast<NameLoc>(inner->getLoc()))
-      os << nl.getName().str();
-    else
-      os << inner->getLoc();
-    out += (out.empty() ? "" : ", ") + n + " (" + inner->getName().stripDialect().str() + ")";
+    out += (out.empty() ? "" : ", ") + nodeName(inner->getLoc()) + " (" +
+           inner->getName().stripDialect().str() + ")";
   });
   return out;
 }
@@ -811,12 +827,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
                            error);
     if (failed(emitOp(&op, error)))
       return failure();
-    std::string loc;
-    llvm::raw_string_ostream os(loc);
-    if (auto nl = dyn_cast<NameLoc>(op.getLoc()))
-      os << nl.getName().str();
-    else
-      os << op.getLoc();
+    std::string loc = nodeName(op.getLoc());
     std::string shapes;
     for (Value r : op.getResults()) {
       std::string s;

@@ -135,10 +135,13 @@ protected:
   static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.
   static llvm::SmallVector<mlir::Operation *> multiTensorOps(FusedOp op);
-  /// For a multi-tensor update kernel: copies each parameter and state tensor into
-  /// its result where they differ, then declares `ts`, the kernel library's
-  /// UpdateTensor list `<lib>UpdateTensor<T> ts[] = {...}` of every update.
-  void updateTensorList(FusedOp op);
+  /// A multi-tensor update kernel: copies each parameter and state tensor into its
+  /// result where they differ, declares `ts`, the kernel library's UpdateTensor list
+  /// of every update, and calls the library's adamwUpdateMulti / sgdUpdateMulti.
+  void multiTensorUpdate(FusedOp op);
+  /// How a library call receives a scalar that lives in a tensor (lr, step): its value
+  /// (the CPU reads it on the host) or its address (GPUs read it on the device).
+  virtual std::string runtimeScalar(mlir::Value v) = 0;
   /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".
   static std::string fusedNodes(mlir::Operation *op);
 

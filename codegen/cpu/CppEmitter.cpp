@@ -50,6 +50,7 @@ private:
   LogicalResult emitOp(Operation *op, std::string &error) override;
 
   std::string scalar(Value v) { return "(*" + typed(v) + ")"; }
+  std::string runtimeScalar(Value v) override { return scalar(v); }
   /// Element i of an elementwise operand: a literal for splat constants.
   std::string elem(Value v) {
     if (auto lit = splatLiteral(v))
@@ -62,7 +63,6 @@ private:
   /// along the last dim where the input varies along it).
   void rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
                    const std::string &column);
-  void multiTensorUpdate(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -124,30 +124,6 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   for (auto [k, y] : llvm::enumerate(ys))
     body << "      out" << k << "[o * " << inner << " + j] = " << y << ";\n";
   body << "    }\n  }\n";
-}
-
-/// Every update of a multi-tensor kernel in one call of the library's *Multi
-/// function (one parallel region over all their elements).
-void CppPrinter::multiTensorUpdate(FusedOp op) {
-  SmallVector<Operation *> ops = multiTensorOps(op);
-  std::string T = cType(typeOf(op.getResult(0)).getElementType());
-  updateTensorList(op);
-  if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
-    body << "  ortc::kern::adamwUpdateMulti(ts, " << ops.size() << ", " << scalar(u.getLr()) << ", "
-         << cLiteral(u.getBeta1().convertToDouble(), T, sp) << ", "
-         << cLiteral(u.getBeta2().convertToDouble(), T, sp) << ", "
-         << cLiteral(u.getEps().convertToDouble(), T, sp) << ", "
-         << cLiteral(u.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(u.getStep())
-         << ", " << typed(u.getApply()) << ");\n";
-  else {
-    auto sgd = cast<SgdUpdateOp>(ops.front());
-    body << "  ortc::kern::sgdUpdateMulti(ts, " << ops.size() << ", " << scalar(sgd.getLr()) << ", "
-         << cLiteral(sgd.getMomentum().convertToDouble(), T, sp) << ", "
-         << cLiteral(sgd.getDampening().convertToDouble(), T, sp) << ", "
-         << (sgd.getNesterov() ? "true" : "false") << ", "
-         << cLiteral(sgd.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(sgd.getStep())
-         << ", " << typed(sgd.getApply()) << ");\n";
-  }
 }
 
 void CppPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,

@@ -90,7 +90,9 @@ private:
   }
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
-  void multiTensorUpdate(FusedOp op);
+  /// multiTensorUpdate, and the launch note (device kernels of up to 24 tensors).
+  void multiTensorUpdateWithNote(FusedOp op);
+  std::string runtimeScalar(Value v) override { return typed(v); }
   std::string launchShape(Operation *op);
 };
 
@@ -248,28 +250,12 @@ void GpuPrinter::fusedKernel(FusedOp op) {
 
 /// Every update of a multi-tensor kernel through the library's *Multi function:
 /// one device kernel per ortc::gpu::kMultiTensor tensors.
-void GpuPrinter::multiTensorUpdate(FusedOp op) {
+void GpuPrinter::multiTensorUpdateWithNote(FusedOp op) {
   SmallVector<Operation *> ops = multiTensorOps(op);
-  std::string T = elemType(op.getResult(0));
   int64_t total = 0;
   for (Operation *inner : ops)
     total += numElements(inner->getOperand(0));
-  updateTensorList(op);
-  if (auto u = dyn_cast<AdamWUpdateOp>(ops.front()))
-    body << "  ortc::gpu::adamwUpdateMulti(ts, " << ops.size() << ", " << typed(u.getLr()) << ", "
-         << lit(u.getBeta1().convertToDouble(), T) << ", " << lit(u.getBeta2().convertToDouble(), T)
-         << ", " << lit(u.getEps().convertToDouble(), T) << ", "
-         << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep()) << ", "
-         << typed(u.getApply()) << ", s);\n";
-  else {
-    auto sgd = cast<SgdUpdateOp>(ops.front());
-    body << "  ortc::gpu::sgdUpdateMulti(ts, " << ops.size() << ", " << typed(sgd.getLr()) << ", "
-         << lit(sgd.getMomentum().convertToDouble(), T) << ", "
-         << lit(sgd.getDampening().convertToDouble(), T) << ", "
-         << (sgd.getNesterov() ? "true" : "false") << ", "
-         << lit(sgd.getWeightDecay().convertToDouble(), T) << ", " << typed(sgd.getStep()) << ", "
-         << typed(sgd.getApply()) << ", s);\n";
-  }
+  multiTensorUpdate(op);
   int64_t chunks = (static_cast<int64_t>(ops.size()) + 23) / 24;
   launchNote = std::to_string(chunks) + " kernel(s) of up to 24 tensors (" +
                std::to_string(ops.size()) + " tensors, " + std::to_string(total) +
@@ -363,7 +349,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         if (f.getKind() == "pointwise")
           fusedKernel(f);
         else
-          multiTensorUpdate(f);
+          multiTensorUpdateWithNote(f);
         return success();
       })
       .Case([&](GatherOp g) {
