@@ -13,7 +13,8 @@
 //
 // Environment: ORTC_EMU_ARCH (the device's arch; default sm_90 for the CUDA API,
 // gfx90a for HIP; "none": no device), ORTC_EMU_SEED (thread order), ORTC_EMU_CHECKS=0
-// (no access checks), ORTC_EMU_STATS (a JSON file written at exit: launches per
+// (no access checks; "all": every launch, not only the first of each kernel and
+// configuration), ORTC_EMU_STATS (a JSON file written at exit: launches per
 // kernel, checked accesses).
 //
 //===----------------------------------------------------------------------===//
@@ -38,6 +39,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,7 @@
 namespace emu {
 
 Thread *emu_current = nullptr;
+extern "C" bool emu_checking; // defined below, read by the fronts' tracing callbacks
 
 namespace {
 
@@ -145,12 +148,15 @@ uint64_t seedBase() {
   return s;
 }
 
-bool checksOn() {
-  static const bool on = [] {
+/// ORTC_EMU_CHECKS: "0" none, "all" every launch, else (the default) the first
+/// launch of each kernel and configuration (later ones replay the same code on the
+/// same shapes; the checks are what makes the emulator slow).
+int checkMode() {
+  static const int mode = [] {
     const char *e = std::getenv("ORTC_EMU_CHECKS");
-    return !(e && std::strcmp(e, "0") == 0);
+    return e && std::strcmp(e, "0") == 0 ? 0 : e && std::strcmp(e, "all") == 0 ? 2 : 1;
   }();
-  return on;
+  return mode;
 }
 
 //===----------------------------------------------------------------------===//
@@ -495,6 +501,7 @@ struct Run {
   Shadow globalShadow, sharedShadow;
   std::vector<const Symbol *> sharedUsed;
   bool failed = false;
+  bool checked = false; ///< whether this launch's accesses are checked
   long accesses = 0;
 };
 Run *gRun = nullptr;
@@ -657,7 +664,9 @@ void runBlock(Run &r, unsigned bx, unsigned by, unsigned bz) {
         continue;
       gThread = &t;
       emu_current = &t.t;
+      emu_checking = r.checked;
       switchToFiber(t.fiber);
+      emu_checking = false;
       emu_current = nullptr;
       gThread = nullptr;
     }
@@ -701,6 +710,11 @@ void runLaunch(Launch &l) {
   r.launch = &l;
   static uint64_t launches = 0;
   r.rng = seedBase() * 0x9e3779b97f4a7c15ull + ++launches;
+  static std::set<std::string> seen;
+  char config[96];
+  std::snprintf(config, sizeof config, ":%d (%u,%u,%u) (%u,%u,%u)", l.line, l.grid.x, l.grid.y, l.grid.z,
+                l.block.x, l.block.y, l.block.z);
+  r.checked = checkMode() == 2 || (checkMode() == 1 && seen.insert(std::string(l.kernel) + l.file + config).second);
   gRun = &r;
   for (unsigned bz = 0; bz < l.grid.z && !r.failed; ++bz)
     for (unsigned by = 0; by < l.grid.y && !r.failed; ++by)
@@ -773,7 +787,7 @@ void outOfBounds(Run &r, uintptr_t a, size_t n, bool write, const std::string &w
 
 void access(const void *p, size_t n, bool write) {
   Run *r = gRun;
-  if (!r || !gThread || !checksOn())
+  if (!r || !r->checked || !gThread)
     return;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t stack = reinterpret_cast<uintptr_t>(gThread->fiber.stack);
@@ -1065,24 +1079,10 @@ extern "C" bool emu_check_range(const void *p, size_t bytes, const char *what) {
 
 extern "C" void emu_fail(const char *message) { fail(cudaErrorLaunchFailure, message); }
 
+bool emu_checking = false;
+extern "C" void emu_access(const void *p, size_t bytes, bool write) { access(p, bytes, write); }
+
 } // namespace emu
-
-//===----------------------------------------------------------------------===//
-// Load/store tracing callbacks (-fsanitize-coverage=trace-loads,trace-stores)
-//===----------------------------------------------------------------------===//
-
-extern "C" {
-void __sanitizer_cov_load1(uint8_t *p) { emu::access(p, 1, false); }
-void __sanitizer_cov_load2(uint16_t *p) { emu::access(p, 2, false); }
-void __sanitizer_cov_load4(uint32_t *p) { emu::access(p, 4, false); }
-void __sanitizer_cov_load8(uint64_t *p) { emu::access(p, 8, false); }
-void __sanitizer_cov_load16(__int128 *p) { emu::access(p, 16, false); }
-void __sanitizer_cov_store1(uint8_t *p) { emu::access(p, 1, true); }
-void __sanitizer_cov_store2(uint16_t *p) { emu::access(p, 2, true); }
-void __sanitizer_cov_store4(uint32_t *p) { emu::access(p, 4, true); }
-void __sanitizer_cov_store8(uint64_t *p) { emu::access(p, 8, true); }
-void __sanitizer_cov_store16(__int128 *p) { emu::access(p, 16, true); }
-}
 
 //===----------------------------------------------------------------------===//
 // The CUDA and HIP runtime API

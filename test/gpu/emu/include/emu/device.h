@@ -127,7 +127,33 @@ extern "C" double emu_atomic_add_f64(double *p, double v);
 extern "C" long long emu_atomic_rmw_i64(long long *p, long long v, int op, int size);
 enum AtomicOp { AtomAdd, AtomMax, AtomMin, AtomExch, AtomOr, AtomAnd };
 
+// The load/store tracing callbacks (-fsanitize-coverage=trace-loads,trace-stores)
+// of the kernel's own object: a flag test inline, the checks in runtime.cpp only
+// while a checked launch runs.
+extern "C" bool emu_checking;
+extern "C" void emu_access(const void *p, size_t bytes, bool write);
+
 } // namespace emu
+
+#if EMU_WARP_SIZE // in the kernels' object only, not in runtime.cpp
+#define EMU_TRACE(kind, n, T, write)                                                             \
+  extern "C" __attribute__((weak, visibility("hidden"), no_sanitize("coverage"))) void           \
+      __sanitizer_cov_##kind##n(T *p) {                                                          \
+    if (__builtin_expect(::emu::emu_checking, 0))                                                \
+      ::emu::emu_access(p, n, write);                                                            \
+  }
+EMU_TRACE(load, 1, uint8_t, false)
+EMU_TRACE(load, 2, uint16_t, false)
+EMU_TRACE(load, 4, uint32_t, false)
+EMU_TRACE(load, 8, uint64_t, false)
+EMU_TRACE(load, 16, __int128, false)
+EMU_TRACE(store, 1, uint8_t, true)
+EMU_TRACE(store, 2, uint16_t, true)
+EMU_TRACE(store, 4, uint32_t, true)
+EMU_TRACE(store, 8, uint64_t, true)
+EMU_TRACE(store, 16, __int128, true)
+#undef EMU_TRACE
+#endif
 
 #define threadIdx (::emu::emu_current->threadIdx)
 #define blockIdx (::emu::emu_current->blockIdx)
