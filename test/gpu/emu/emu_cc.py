@@ -163,10 +163,13 @@ def clang():
     return c
 
 
-def compile_unit(front, source, output, lib_dir, device_object, shared):
+def compile_unit(front, source, output, lib_dir, device_object, link, defines=(), includes=()):
+    """Preprocess, rewrite the launches, compile. link: "shared" (kernels.so),
+    "executable" (a test program) or None (the device object only)."""
     cxx = clang()
     pre = subprocess.run([cxx, "-E", "-x", "c++", "-std=c++17", "-I", INCLUDE, "-I",
-                          os.path.dirname(os.path.abspath(source)), source],
+                          os.path.dirname(os.path.abspath(source))] + [f for i in includes for f in ("-I", i)]
+                         + list(defines) + [source],
                          capture_output=True, text=True)
     if pre.returncode:
         sys.stderr.write(pre.stderr)
@@ -179,17 +182,23 @@ def compile_unit(front, source, output, lib_dir, device_object, shared):
     if device_object:
         with open(device_object, "w") as f:
             f.write(text)
-    if not shared:
+    if not link:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         unit = os.path.join(tmp, os.path.basename(source) + ".emu.cpp")
         with open(unit, "w") as f:
             f.write(text)
-        # Tracing runs after optimisation, so only real memory accesses are checked.
-        cmd = [cxx, "-x", "c++", "-std=c++17", "-O1", "-w", "-fPIC", "-shared",
-               "-fsanitize-coverage=func,trace-loads,trace-stores", unit, "-o", output,
-               "-L", lib_dir, "-lortc_emu", "-Wl,-rpath," + lib_dir, "-ldl"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        # Tracing runs after optimisation, so only real memory accesses are checked. The
+        # link leaves out -fsanitize-coverage: its runtime would bring no-op callbacks
+        # that win over the emulator's in an executable.
+        obj = os.path.join(tmp, "unit.o")
+        p = subprocess.run([cxx, "-x", "c++", "-std=c++17", "-O1", "-w", "-fPIC", "-c",
+                            "-fsanitize-coverage=func,trace-loads,trace-stores", unit, "-o", obj],
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            p = subprocess.run([cxx, "-fPIC"] + (["-shared"] if link == "shared" else []) +
+                               [obj, "-o", output, "-L", lib_dir, "-lortc_emu", "-Wl,-rpath," + lib_dir, "-ldl"],
+                               capture_output=True, text=True)
         if p.returncode:
             sys.stderr.write(p.stderr)
         return p.returncode
@@ -213,6 +222,7 @@ def main(argv):
         return 0
     source = output = keep_dir = None
     shared = device_only = False
+    defines, includes = [], []
     i = 0
     while i < len(rest):
         a = rest[i]
@@ -228,6 +238,11 @@ def main(argv):
             shared = True
         elif a == "--cuda-device-only":
             device_only = True
+        elif a.startswith("-D"):
+            defines.append(a)
+        elif a.startswith("-I"):
+            includes.append(a[2:] or rest[i + 1])
+            i += 0 if a[2:] else 1
         elif not a.startswith("-") and a.endswith((".cu", ".hip")):
             source = a
         i += 1
@@ -235,11 +250,12 @@ def main(argv):
         sys.stderr.write("ortc-emu: no source or no -o in: %s\n" % " ".join(rest))
         return 2
     if device_only:
-        return compile_unit(ns.front, source, output, ns.lib, output, False)
+        return compile_unit(ns.front, source, output, ns.lib, output, None, defines, includes)
     device_object = os.path.join(keep_dir, "kernels.fatbin") if keep_dir else None
     if keep_dir:
         os.makedirs(keep_dir, exist_ok=True)
-    return compile_unit(ns.front, source, output, ns.lib, device_object, shared)
+    return compile_unit(ns.front, source, output, ns.lib, device_object, "shared" if shared else "executable",
+                        defines, includes)
 
 
 if __name__ == "__main__":

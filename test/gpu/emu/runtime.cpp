@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -172,8 +173,10 @@ struct Allocation {
 std::map<uintptr_t, Allocation> gAllocs; ///< by base address
 long gAllocCount = 0;
 
+const std::pair<const uintptr_t, Allocation> *gLastAlloc = nullptr; ///< findAlloc's last hit
+
 const std::pair<const uintptr_t, Allocation> *findAlloc(uintptr_t a) {
-  static const std::pair<const uintptr_t, Allocation> *last = nullptr;
+  auto *&last = gLastAlloc;
   if (last && a >= last->first && a < last->first + last->second.bytes)
     return last;
   auto it = gAllocs.upper_bound(a);
@@ -221,6 +224,7 @@ int deviceFree(void *p) {
   if (it == gAllocs.end())
     return cudaErrorInvalidValue;
   gAllocs.erase(it);
+  gLastAlloc = nullptr;
   std::free(static_cast<char *>(p) - kRedZone);
   return 0;
 }
@@ -738,8 +742,8 @@ void runLaunch(Launch &l) {
 // Access checks (called by the traced kernels)
 //===----------------------------------------------------------------------===//
 
-void race(Run &r, const char *space, uintptr_t a, int32_t first, const char *firstDid, unsigned second,
-          const char *secondDid) {
+void race(Run &r, const char *space, const std::string &object, uintptr_t a, int32_t first, const char *firstDid,
+          unsigned second, const char *secondDid) {
   if (r.failed)
     return;
   r.failed = true; // one report per launch
@@ -750,24 +754,30 @@ void race(Run &r, const char *space, uintptr_t a, int32_t first, const char *fir
                                                         : threadName(r, second / threadsPerBlock(*r.launch),
                                                                      second % threadsPerBlock(*r.launch));
   fail(cudaErrorLaunchFailure, where(*r.launch) + ": race on " + space + " memory at " + hex(a) + " (" +
-                                   (std::strcmp(space, "shared") == 0 ? std::string("shared array") : describeAddress(a)) +
+                                   object +
                                    "): " + who1 + " " + firstDid + " it and " + who2 + " " + secondDid +
                                    " it with no barrier between");
 }
 
-void track(Run &r, Shadow &s, const char *space, uintptr_t a, size_t n, bool write, unsigned id) {
+/// `object`: what the address is in, for the report (empty: the allocation).
+void track(Run &r, Shadow &s, const char *space, const Symbol *object, uintptr_t a, size_t n, bool write,
+           unsigned id) {
+  auto report = [&](uintptr_t g, int32_t first, const char *did1, const char *did2) {
+    race(r, space, object ? object->name + " + " + std::to_string(g - object->start) : describeAddress(g), g, first,
+         did1, id, did2);
+  };
   const size_t step = n >= 4 ? 4 : 1;
   for (uintptr_t g = a & ~(step - 1); g < a + n; g += step) {
     Shadow::Entry &e = s.at(g);
     if (write) {
       if (e.writer >= 0 && static_cast<unsigned>(e.writer) != id)
-        return race(r, space, g, e.writer, "wrote", id, "wrote");
+        return report(g, e.writer, "wrote", "wrote");
       if (e.reader >= 0 && (e.manyReaders || static_cast<unsigned>(e.reader) != id))
-        return race(r, space, g, e.reader, "read", id, "wrote");
+        return report(g, e.reader, "read", "wrote");
       e.writer = static_cast<int32_t>(id);
     } else {
       if (e.writer >= 0 && static_cast<unsigned>(e.writer) != id)
-        return race(r, space, g, e.writer, "wrote", id, "read");
+        return report(g, e.writer, "wrote", "read");
       if (e.reader < 0)
         e.reader = static_cast<int32_t>(id);
       else if (static_cast<unsigned>(e.reader) != id)
@@ -809,7 +819,7 @@ void access(const void *p, size_t n, bool write) {
     if (a + n > al->first + al->second.bytes)
       return outOfBounds(*r, a, n, write, "past the end of allocation #" + std::to_string(al->second.id) + " (" +
                                               std::to_string(al->second.bytes) + " bytes)");
-    return track(*r, r->globalShadow, "global", a, n, write, global);
+    return track(*r, r->globalShadow, "global", nullptr, a, n, write, global);
   }
   if (const Module *m = moduleOf(a)) {
     const Symbol *s = symbolAt(*m, a);
@@ -820,9 +830,9 @@ void access(const void *p, size_t n, bool write) {
     if (s->shared) {
       if (std::find(r->sharedUsed.begin(), r->sharedUsed.end(), s) == r->sharedUsed.end())
         r->sharedUsed.push_back(s);
-      return track(*r, r->sharedShadow, "shared", a, n, write, gThread->linear);
+      return track(*r, r->sharedShadow, "shared", s, a, n, write, gThread->linear);
     }
-    return track(*r, r->globalShadow, "global", a, n, write, global);
+    return track(*r, r->globalShadow, "global", s, a, n, write, global);
   }
   outOfBounds(*r, a, n, write, describeAddress(a));
 }
@@ -1194,6 +1204,33 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
 cudaError_t cudaGetSymbolAddress(void **p, const void *symbol) {
   emu::loadModule(symbol);
   *p = const_cast<void *>(symbol);
+  return cudaSuccess;
+}
+
+// Events: host time when the stream reaches them (emulated time is host time).
+} // extern "C"
+struct EmuEvent {
+  std::chrono::steady_clock::time_point at;
+  Stream *stream = nullptr;
+};
+extern "C" {
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = new EmuEvent;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  e->stream = s;
+  emu::emu_enqueue_host(s, "event", [](void *p) { static_cast<EmuEvent *>(p)->at = std::chrono::steady_clock::now(); },
+                        e, [](void *) {});
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return static_cast<cudaError_t>(emu::synchronize(e->stream)); }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
   return cudaSuccess;
 }
 

@@ -187,5 +187,62 @@ for _s in tl.SAMPLES:
                 lambda self, n=_s, t=_t: self.check("sample", n, t))
 
 
+class EmulatorChecks(unittest.TestCase):
+    """Planted defects (defects.cu): each must fail on the emulated device with the
+    report that names it, and its correct twin must pass."""
+    programs = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ortc-emu-defects-")
+        for front, driver, flags in (("cuda", "emu-cuda", []), ("rocm", "emu-hip", ["-DEMU_HIP"])):
+            out = os.path.join(cls.tmp, "defects-" + front)
+            run([os.path.join(EMU, driver)] + flags + [os.path.join(HERE, "defects.cu"), "-o", out])
+            cls.programs[front] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def expect(self, case, want, fronts=TARGETS):
+        for front in fronts:
+            bad = subprocess.run([self.programs[front], case], capture_output=True, text=True)
+            self.assertEqual(bad.returncode, 1, "%s on %s: %s" % (case, front, bad.stderr))
+            self.assertIn(want, bad.stderr, "%s on %s" % (case, front))
+            ok = subprocess.run([self.programs[front], case + "-ok" if case != "warp32" else "warp-native"],
+                                capture_output=True, text=True)
+            self.assertEqual(ok.returncode, 0, "%s twin on %s: %s" % (case, front, ok.stderr))
+
+    def test_removed_barrier_is_a_shared_race(self):
+        self.expect("barrier", "race on shared memory")
+        self.expect("barrier", "blockSum(float const*, float*, int, bool)::buf")
+
+    def test_off_by_one_is_out_of_bounds(self):
+        self.expect("off-by-one", "reads 4 bytes at")
+        self.expect("off-by-one", "0 bytes past the end of allocation #1 (1024 bytes)")
+
+    def test_plain_stores_to_one_word_are_a_global_race(self):
+        self.expect("global-race", "race on global memory")
+
+    def test_32_lane_reduction_fails_at_warp_64(self):
+        self.expect("warp32", "sum ", fronts=("rocm",))
+        ok = subprocess.run([self.programs["cuda"], "warp32"], capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stderr)  # right at warp 32
+
+    def test_grid_over_the_arch_limit(self):
+        self.expect("grid-y", "grid.y = 70000; sm_90 allows 65535", fronts=("cuda",))
+
+    def test_shared_memory_over_the_arch_limit(self):
+        self.expect("shared-limit", "uses 80000 bytes of static shared memory; sm_90 allows 49152", fronts=("cuda",))
+        self.expect("shared-limit", "uses 80000 bytes of static shared memory; gfx90a allows 65536", fronts=("rocm",))
+
+    def test_missing_stream_synchronisation(self):
+        self.expect("missing-sync", "before the copy was done")
+
+    def test_launch_error_names_the_kernel_through_the_runtime(self):
+        # The emulator's reports reach the user through ortc-run like a GPU's errors.
+        self.expect("off-by-one", "kernel scale (")
+
+
 if __name__ == "__main__":
     unittest.main()

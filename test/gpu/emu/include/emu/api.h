@@ -45,6 +45,7 @@ enum cudaStreamCaptureMode {
 typedef emu::Stream *cudaStream_t;
 typedef emu::Graph *cudaGraph_t;
 typedef emu::Graph *cudaGraphExec_t;
+typedef struct EmuEvent *cudaEvent_t;
 struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
@@ -76,6 +77,16 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGetSymbolAddress(void **p, const void *symbol);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+}
+
+/// cuda_runtime.h's typed overload.
+template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 
 //===---------------------------------- HIP ---------------------------------===//
