@@ -144,6 +144,14 @@ TargetInfo makeCuda() {
   t.deviceObject = "kernels.fatbin";
   t.validArchs = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90"};
   t.defaultArchs = {"sm_80", "sm_90"};
+  // CUDA C Programming Guide, "Technical Specifications per Compute Capability":
+  // grid y/z 65535, 1024 threads, 48 KiB static shared; opt-in 64/163/99/99/227 KiB.
+  const unsigned kGridX = 0x7fffffffu;
+  t.launchLimits = {{"sm_75", 1024, {kGridX, 65535, 65535}, 48 << 10, 64 << 10},
+                    {"sm_80", 1024, {kGridX, 65535, 65535}, 48 << 10, 163 << 10},
+                    {"sm_86", 1024, {kGridX, 65535, 65535}, 48 << 10, 99 << 10},
+                    {"sm_89", 1024, {kGridX, 65535, 65535}, 48 << 10, 99 << 10},
+                    {"sm_90", 1024, {kGridX, 65535, 65535}, 48 << 10, 227 << 10}};
   t.compilerEnv = "ORTC_NVCC";
   t.compilerDefault = "/usr/local/cuda/bin/nvcc";
   t.installHint = "install the CUDA 13 toolkit into /usr/local/cuda";

@@ -22,6 +22,16 @@ std::string TargetInfo::prelude() const {
   s += "#define ORTC_LAUNCH_BOUNDS(n) " + launchBounds + "\n";
   s += runtimeApi;
   s += vendorCode;
+  s += "\n/// Launch limits per arch (codegen/gpu/TargetInfo): arch, threads per block, grid x/y/z,\n"
+       "/// static and opt-in shared memory per block. The emulated device enforces them.\n"
+       "struct ortcLaunchLimits {\n  const char *arch;\n  unsigned threadsPerBlock, gridX, gridY, gridZ, "
+       "staticShared, dynamicShared;\n};\n"
+       "extern \"C\" const ortcLaunchLimits ortc_gpu_launch_limits[] = {\n";
+  for (const LaunchLimits &l : launchLimits)
+    s += "    {\"" + l.arch + "\", " + std::to_string(l.threadsPerBlock) + ", " + std::to_string(l.grid[0]) + "u, " +
+         std::to_string(l.grid[1]) + "u, " + std::to_string(l.grid[2]) + "u, " + std::to_string(l.staticShared) +
+         ", " + std::to_string(l.dynamicShared) + "},\n";
+  s += "    {nullptr, 0, 0, 0, 0, 0, 0}};\n";
   return s;
 }
 

@@ -18,6 +18,17 @@
 
 namespace ortc {
 
+/// What one launch may ask of an arch: the vendor's documented hardware limits.
+/// The prelude writes them into every generated file (ortc_gpu_launch_limits), where
+/// the emulated device (test/gpu/emu) enforces them.
+struct LaunchLimits {
+  std::string arch;
+  unsigned threadsPerBlock;
+  unsigned grid[3];           ///< x, y, z
+  unsigned staticShared;      ///< bytes of __shared__ per block without opt-in
+  unsigned dynamicShared;     ///< bytes per block with the opt-in (all of LDS on AMD)
+};
+
 struct TargetInfo {
   std::string name;          ///< the --target value: "cuda" or "rocm"
   std::string displayName;   ///< "CUDA", "ROCm/HIP"
@@ -32,6 +43,8 @@ struct TargetInfo {
   std::string fileExtension; ///< ".cu" / ".hip"
   std::string deviceObject;  ///< the device object file in the artifact
   std::vector<std::string> validArchs, defaultArchs;
+  /// Launch limits of every valid arch (and the archs a device may report beyond them).
+  std::vector<LaunchLimits> launchLimits;
   /// Archs the vendor has but this build refuses, with the reason.
   std::vector<std::pair<std::string, std::string>> refusedArchs;
   /// The device compiler: $<compilerEnv> if set, else compilerDefault (a path, or

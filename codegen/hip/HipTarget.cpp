@@ -134,6 +134,10 @@ TargetInfo makeRocm() {
   t.deviceObject = "kernels.hsaco";
   t.validArchs = {"gfx90a"};
   t.defaultArchs = {"gfx90a"};
+  // HIP programming guide (hardware features): 1024 threads, grid dims up to 2^31 - 1,
+  // 64 KiB of LDS per workgroup on CDNA2/3 (static or dynamic alike).
+  t.launchLimits = {{"gfx90a", 1024, {0x7fffffffu, 0x7fffffffu, 0x7fffffffu}, 64 << 10, 64 << 10},
+                    {"gfx942", 1024, {0x7fffffffu, 0x7fffffffu, 0x7fffffffu}, 64 << 10, 64 << 10}};
   const char *why = "needs clang >= 17 (packages clang-22, lld-22); this build's hipcc "
                     "(Debian, ROCm 5.2) cannot target it";
   t.refusedArchs = {{"gfx942", why}, {"gfx1100", why}};

@@ -4,16 +4,9 @@
 // emulated device and asserts that the run fails with the emulator's report (or, for the
 // defects whose symptom is a wrong value, with this program's own comparison). Every case
 // also has a correct twin ("CASE-ok") that must pass, so a check that fires on everything
-// does not count. Built by emu_cc.py like a generated file: -DEMU_HIP selects the HIP front.
-#ifdef EMU_HIP
-#include <hip/hip_runtime.h>
-#define API(x) hip##x
-#define SHFL_DOWN(v, o) __shfl_down((v), (o))
-#else
-#include <cuda_runtime.h>
-#define API(x) cuda##x
-#define SHFL_DOWN(v, o) __shfl_down_sync(0xffffffffu, (v), (o))
-#endif
+// does not count. Built like a generated file: the target's prelude (ortc-gpu-prelude
+// cuda|rocm) then this file, compiled by emu_cc.py.
+#define API(x) ORTC_API(x)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +38,7 @@ __global__ void scale(const float *x, float *y, int n, int extra) {
 template <int Lanes> __global__ void warpSum(const float *x, float *out) {
   float v = x[threadIdx.x];
   for (int o = Lanes / 2; o > 0; o >>= 1)
-    v += SHFL_DOWN(v, o);
+    v += ORTC_SHFL_DOWN(v, o);
   if (threadIdx.x == 0)
     *out = v;
 }

@@ -88,45 +88,31 @@ std::string hex(uintptr_t a) {
 // The device: arch and its launch limits
 //===----------------------------------------------------------------------===//
 
+/// One row of the generated file's ortc_gpu_launch_limits (codegen/gpu/TargetInfo).
 struct Limits {
   const char *arch;
-  unsigned threads;          ///< per block
-  unsigned gridX, gridY, gridZ;
-  size_t staticShared;       ///< per block, without opt-in
-  size_t dynamicShared;      ///< the opt-in maximum
-};
-// NVIDIA's CUDA C Programming Guide (compute capabilities table) and AMD's HIP
-// programming guide (hardware features): grid y/z 65535 on NVIDIA; LDS 64 KiB on
-// CDNA2/3 and RDNA, 160 KiB on CDNA4.
-const Limits kLimits[] = {
-    {"sm_75", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 64 << 10},
-    {"sm_80", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 163 << 10},
-    {"sm_86", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 99 << 10},
-    {"sm_89", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 99 << 10},
-    {"sm_90", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 227 << 10},
-    {"sm_100", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 227 << 10},
-    {"sm_120", 1024, 0x7fffffffu, 65535, 65535, 48 << 10, 99 << 10},
-    {"gfx90a", 1024, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 64 << 10, 64 << 10},
-    {"gfx942", 1024, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 64 << 10, 64 << 10},
-    {"gfx950", 1024, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 160 << 10, 160 << 10},
-    {"gfx1100", 1024, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 64 << 10, 64 << 10},
-    {"gfx1201", 1024, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 64 << 10, 64 << 10},
+  unsigned threads, gridX, gridY, gridZ, staticShared, dynamicShared;
 };
 
-std::string gArch; ///< set by the first GetDeviceProperties / launch
-const Limits *gLimits = nullptr;
+std::string gArch; ///< the device's arch
+const Limits *gLimitsTable = nullptr; ///< the kernel object's table (loadModule)
 
-const Limits &limits(bool hip) {
-  if (!gLimits) {
+const std::string &arch(bool hip) {
+  if (gArch.empty()) {
     const char *a = std::getenv("ORTC_EMU_ARCH");
     gArch = a && *a && std::strcmp(a, "none") ? a : (hip ? "gfx90a" : "sm_90");
-    for (const Limits &l : kLimits)
-      if (gArch == l.arch)
-        gLimits = &l;
-    if (!gLimits) // an arch the table lacks (the arch-check tests): its family's limits
-      gLimits = &kLimits[hip ? 7 : 4];
   }
-  return *gLimits;
+  return gArch;
+}
+
+/// The device's limits, from the table the target wrote into the kernel object.
+/// Null (and an error) when that table lacks the arch.
+const Limits *limits(bool hip) {
+  const std::string &a = arch(hip);
+  for (const Limits *l = gLimitsTable; l && l->arch; ++l)
+    if (a == l->arch)
+      return l;
+  return nullptr;
 }
 
 bool deviceVisible() {
@@ -299,6 +285,8 @@ void loadModule(const void *anyAddress) {
           s.st_shndx >= eh->e_shnum)
         continue;
       m.symbols.push_back({base + s.st_value, s.st_size, demangle(str + s.st_name), s.st_shndx == sharedIndex});
+      if (std::strcmp(str + s.st_name, "ortc_gpu_launch_limits") == 0)
+        gLimitsTable = reinterpret_cast<const Limits *>(base + s.st_value);
     }
   }
   std::sort(m.symbols.begin(), m.symbols.end(), [](const Symbol &a, const Symbol &b) { return a.start < b.start; });
@@ -729,7 +717,7 @@ void runLaunch(Launch &l) {
   size_t shared = 0;
   for (const Symbol *s : r.sharedUsed)
     shared += s->size;
-  const Limits &lim = limits(l.warpSize == 64);
+  const Limits &lim = *limits(l.warpSize == 64); // checked at the submit
   if (shared > lim.staticShared)
     fail(cudaErrorLaunchFailure, where(l) + " uses " + std::to_string(shared) + " bytes of static shared memory; " +
                                      gArch + " allows " + std::to_string(lim.staticShared));
@@ -903,9 +891,16 @@ int synchronize(Stream *s) {
   return takeError();
 }
 
+/// Whether [p, p + bytes) is device memory: inside one allocation or one
+/// __device__ variable of a kernel object (a model constant).
 bool isDevice(const void *p, size_t bytes) {
-  auto *a = findAlloc(reinterpret_cast<uintptr_t>(p));
-  return a && reinterpret_cast<uintptr_t>(p) + bytes <= a->first + a->second.bytes;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (auto *al = findAlloc(a))
+    return a + bytes <= al->first + al->second.bytes;
+  if (const Module *m = moduleOf(a))
+    if (const Symbol *s = symbolAt(*m, a))
+      return !s->shared && a + bytes <= s->start + s->size;
+  return false;
 }
 
 int copyAsync(void *dst, const void *src, size_t bytes, int kind, Stream *s) {
@@ -980,7 +975,15 @@ struct StatsWriter {
 
 extern "C" void emu_submit(Stream *stream, Launch *l) {
   loadModule(l->module);
-  const Limits &lim = limits(l->warpSize == 64);
+  const Limits *found = limits(l->warpSize == 64);
+  if (!found) {
+    fail(cudaErrorInvalidConfiguration, "cannot launch " + where(*l) + ": " +
+                                            (gLimitsTable ? "the target's launch limits do not list " + gArch
+                                                          : std::string("the kernel object has no ortc_gpu_launch_limits "
+                                                                        "(the ortc target prelude)")));
+    return;
+  }
+  const Limits &lim = *found;
   const unsigned threads = l->block.x * l->block.y * l->block.z;
   std::string why;
   if (!l->grid.x || !l->grid.y || !l->grid.z || !threads)
@@ -1108,10 +1111,10 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
   if (!emu::deviceVisible() || device != 0)
     return cudaErrorInvalidValue;
-  const emu::Limits &l = emu::limits(false);
+  const std::string &arch = emu::arch(false);
   std::memset(p, 0, sizeof *p);
-  std::snprintf(p->name, sizeof p->name, "ortc emulated %s", emu::gArch.c_str());
-  const char *a = emu::gArch.c_str() + 3;
+  std::snprintf(p->name, sizeof p->name, "ortc emulated %s", arch.c_str());
+  const char *a = arch.c_str() + 3;
   p->major = a[0] - '0';
   p->minor = a[1] - '0';
   if (a[2]) { // sm_100 and later
@@ -1119,12 +1122,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     p->minor = a[2] - '0';
   }
   p->warpSize = 32;
-  p->maxThreadsPerBlock = static_cast<int>(l.threads);
-  p->maxGridSize[0] = static_cast<int>(l.gridX);
-  p->maxGridSize[1] = static_cast<int>(l.gridY);
-  p->maxGridSize[2] = static_cast<int>(l.gridZ);
-  p->sharedMemPerBlock = l.staticShared;
-  p->sharedMemPerBlockOptin = l.dynamicShared;
+  if (const emu::Limits *l = emu::limits(false)) {
+    p->maxThreadsPerBlock = static_cast<int>(l->threads);
+    p->maxGridSize[0] = static_cast<int>(l->gridX);
+    p->maxGridSize[1] = static_cast<int>(l->gridY);
+    p->maxGridSize[2] = static_cast<int>(l->gridZ);
+    p->sharedMemPerBlock = l->staticShared;
+    p->sharedMemPerBlockOptin = l->dynamicShared;
+  }
   p->multiProcessorCount = 1;
   return cudaSuccess;
 }
@@ -1239,16 +1244,18 @@ hipError_t hipGetDeviceCount(int *count) { return static_cast<hipError_t>(cudaGe
 hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int device) {
   if (!emu::deviceVisible() || device != 0)
     return hipErrorInvalidValue;
-  const emu::Limits &l = emu::limits(true);
+  const std::string &arch = emu::arch(true);
   std::memset(p, 0, sizeof *p);
-  std::snprintf(p->name, sizeof p->name, "ortc emulated %s", emu::gArch.c_str());
-  std::snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s:sramecc+:xnack-", emu::gArch.c_str());
+  std::snprintf(p->name, sizeof p->name, "ortc emulated %s", arch.c_str());
+  std::snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s:sramecc+:xnack-", arch.c_str());
   p->warpSize = 64;
-  p->maxThreadsPerBlock = static_cast<int>(l.threads);
-  p->maxGridSize[0] = static_cast<int>(l.gridX);
-  p->maxGridSize[1] = static_cast<int>(l.gridY);
-  p->maxGridSize[2] = static_cast<int>(l.gridZ);
-  p->sharedMemPerBlock = l.staticShared;
+  if (const emu::Limits *l = emu::limits(true)) {
+    p->maxThreadsPerBlock = static_cast<int>(l->threads);
+    p->maxGridSize[0] = static_cast<int>(l->gridX);
+    p->maxGridSize[1] = static_cast<int>(l->gridY);
+    p->maxGridSize[2] = static_cast<int>(l->gridZ);
+    p->sharedMemPerBlock = l->staticShared;
+  }
   p->multiProcessorCount = 1;
   return hipSuccess;
 }

@@ -9,6 +9,7 @@
 # samples), EMU_JOBS (cases at once, default 2).
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,10 +52,27 @@ def build(model, out, target, flags, env=None):
     return out
 
 
+KERNEL_DEF = re.compile(r"__global__\s+void\s+(?:ORTC_LAUNCH_BOUNDS\(\w+\)\s+)?(\w+)\s*\(")
+
+
+def kernel_coverage(art, stats_path):
+    """(kernels the artifact's source defines, kernels launched) by name, template
+    arguments dropped; the launches come from the emulator's ORTC_EMU_STATS file."""
+    src = [f for f in os.listdir(art) if f in ("kernels.cu", "kernels.hip")]
+    with open(os.path.join(art, src[0])) as f:
+        emitted = set(KERNEL_DEF.findall(f.read()))
+    with open(stats_path) as f:
+        launched = {k.split(" ")[0].split("<")[0] for k in json.load(f)["launches"]}
+    return emitted, launched
+
+
 def train(art, feed, lr, work, tag, extra=(), env=None, steps=STEPS):
+    """Trains (and evaluates, so that eval_step's kernels run too); records the
+    launched kernels in `work/tag-stats.json`."""
     log, params = os.path.join(work, tag + ".jsonl"), os.path.join(work, tag + ".npz")
+    env = dict(env or emu_env(), ORTC_EMU_STATS=os.path.join(work, tag + "-stats.json"))
     run([tl.ORTC_RUN, "train", art, "--data", feed, "--steps", str(steps), "--lr", repr(lr), "--quiet",
-         "--log-json", log, "--save-params", params] + list(extra), env=env)
+         "--eval", "--log-json", log, "--save-params", params] + list(extra), env=env)
     with open(log) as f:
         losses = [json.loads(line)["loss"] for line in f if line.strip()]
     with np.load(params) as z:
@@ -62,7 +80,8 @@ def train(art, feed, lr, work, tag, extra=(), env=None, steps=STEPS):
 
 
 def sample_case(name, target, opt, graphs=True):
-    """Failures of one sample trained on the emulated device against PyTorch float64."""
+    """(failures, (kernels emitted, launched)) of one sample trained on the emulated
+    device, judged against PyTorch float64."""
     build_args, ref_args, lr = SAMPLE_CONFIGS[opt]
     with tl.TempDir() as d:
         common = ("--steps", str(STEPS), "--lr", str(lr), "--no-dropout", *ref_args)
@@ -73,6 +92,7 @@ def sample_case(name, target, opt, graphs=True):
         feed = os.path.join(d, "feed.npz")
         np.savez(feed, **tl.feed_of(ref))
         losses, trained = train(art, feed, lr, d, "run", [] if graphs else ["--no-graphs"])
+        coverage = kernel_coverage(art, os.path.join(d, "run-stats.json"))
         upd, upd64, upd32 = {}, {}, {}
         noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
                       and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
@@ -81,7 +101,7 @@ def sample_case(name, target, opt, graphs=True):
                 continue
             p = key[len("final/"):]
             if p not in trained:
-                return ["ortc did not save '%s'" % p]
+                return ["ortc did not save '%s'" % p], coverage
             if p in noise_only or (opt == "adamw" and noise_only and p.endswith("running_mean")):
                 continue
             p0 = ref["init/" + p].astype(np.float64)
@@ -91,7 +111,7 @@ def sample_case(name, target, opt, graphs=True):
         print("%s/%s/%s%s: loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)" % (
             name, opt, target, "" if graphs else " (no graphs)", worst["loss"], worst["loss32"],
             worst["update"], worst["update32"]))
-        return failures
+        return failures, coverage
 
 
 SAMPLE_CONFIGS = {
@@ -124,6 +144,7 @@ def zoo_case(entry, target, opt="adamw"):
         except AssertionError as e:
             res.update(stage="train", error=str(e)[-4000:])
             return res
+        res["coverage"] = kernel_coverage(art, os.path.join(d, "run-stats.json"))
         failures = test_zoo.oracle(entry, opt, ref, losses, trained, res["worst"])
         if failures:
             res.update(stage="oracle", error="\n".join(failures))
@@ -152,8 +173,8 @@ class EmulatedModels(unittest.TestCase):
                 r = zoo_case(entries[name], target)
             else:
                 try:
-                    f = sample_case(name, target, "adamw")
-                    r = {"stage": "oracle" if f else "ok", "error": "\n".join(f), "worst": {}}
+                    f, coverage = sample_case(name, target, "adamw")
+                    r = {"stage": "oracle" if f else "ok", "error": "\n".join(f), "worst": {}, "coverage": coverage}
                 except AssertionError as e:
                     r = {"stage": "run", "error": str(e)[-4000:], "worst": {}}
             r["time"] = time.time() - t0
@@ -175,6 +196,22 @@ class EmulatedModels(unittest.TestCase):
             if xf is not None and xf.startswith("unstable:") and r["stage"] == "oracle":
                 raise unittest.SkipTest("xfail (%s): %s" % (xf, r["error"]))
         self.assertEqual(r["stage"], "ok", "%s on emulated %s failed at %s:\n%s" % (name, target, r["stage"], r["error"]))
+        emitted, launched = r["coverage"]
+        self.assertFalse(emitted - launched, "%s on emulated %s: kernels the artifact defines but never launched"
+                         % (name, target))
+
+    def test_every_library_kernel_ran(self):
+        """Every __global__ of the GPU kernel library ran in some model on each target."""
+        with open(os.path.join(ROOT, "codegen", "gpu", "kernels", "ortc_gpu_kernels.h")) as f:
+            library = set(KERNEL_DEF.findall(f.read()))
+        for target in TARGETS:
+            ran = set()
+            for (kind, name, t), r in self.results.items():
+                if t == target and "coverage" in r:
+                    ran |= r["coverage"][1]
+            if os.environ.get("EMU_ONLY"):
+                raise unittest.SkipTest("a subset of the models ran (EMU_ONLY)")
+            self.assertFalse(library - ran, "library kernels no model launched on emulated %s" % target)
 
 
 for _e in EmulatedModels.manifest["files"]:
@@ -195,9 +232,14 @@ class EmulatorChecks(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="ortc-emu-defects-")
-        for front, driver, flags in (("cuda", "emu-cuda", []), ("rocm", "emu-hip", ["-DEMU_HIP"])):
-            out = os.path.join(cls.tmp, "defects-" + front)
-            run([os.path.join(EMU, driver)] + flags + [os.path.join(HERE, "defects.cu"), "-o", out])
+        with open(os.path.join(HERE, "defects.cu")) as f:
+            body = f.read()
+        for front, driver in (("cuda", "emu-cuda"), ("rocm", "emu-hip")):
+            prelude = run([os.path.join(tl.BUILD, "test", "gpu", "ortc-gpu-prelude"), front]).stdout
+            src, out = os.path.join(cls.tmp, "defects-%s.cu" % front), os.path.join(cls.tmp, "defects-" + front)
+            with open(src, "w") as f:
+                f.write(prelude + body)
+            run([os.path.join(EMU, driver), src, "-o", out])
             cls.programs[front] = out
 
     @classmethod
