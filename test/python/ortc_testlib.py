@@ -18,9 +18,9 @@ SAMPLES = ["mlp", "cnn", "gpt2", "bert"]
 ENV = dict(os.environ, ORTC_KERNEL_CACHE=os.path.join(BUILD, "kernel-cache"), ORTC_CXX_OPT="-O1")
 
 
-def run(cmd, **kw):
-    """Runs a command; raises with its output when it fails."""
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+def run(cmd, env=None, **kw):
+    """Runs a command (in ENV unless `env`); raises with its output when it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, **kw)
     if p.returncode != 0:
         raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
     return p
@@ -129,11 +129,13 @@ def torch_sgd_run(model, x, labels, dtype, steps, lr):
     return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
 
 
-def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=()):
+def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), build_flags=(), env=None,
+                       on_artifact=None):
     """Trains `model` (cross-entropy on its logits, plain SGD) in PyTorch float64 and float32
-    and, exported by torch.onnx at opset 17 in training mode, with ortc on the CPU target;
-    asserts (on unittest case `test`) that the export holds `expect_ops`, that ortc trains
-    PyTorch's parameters and that it meets check_oracle on every loss and update."""
+    and, exported by torch.onnx at opset 17 in training mode, with ortc on the CPU target (or
+    the one `build_flags` name, built and trained in `env`); asserts (on unittest case `test`)
+    that the export holds `expect_ops`, that ortc trains PyTorch's parameters and that it meets
+    check_oracle on every loss and update. on_artifact(artifact, folder) runs after training."""
     import json
     import warnings
     import torch
@@ -152,14 +154,16 @@ def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=()):
         for op in expect_ops:
             test.assertIn(op, ops, "the export has no %s" % op)
         art = os.path.join(d, "m.ortc")
-        run([ORTC, "build", onnx_path, "-o", art, "--optimizer", "sgd"])
+        run([ORTC, "build", onnx_path, "-o", art, "--optimizer", "sgd"] + list(build_flags), env=env)
         np.savez(os.path.join(d, "feed.npz"), x=x, labels=labels)
         log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
         run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(steps),
-             "--lr", str(lr), "--log-json", log, "--save-params", params])
+             "--lr", str(lr), "--log-json", log, "--save-params", params], env=env)
         with open(log) as f:
             losses = [json.loads(line)["loss"] for line in f]
         trained = dict(np.load(params))
+        if on_artifact:
+            on_artifact(art, d)
     test.assertEqual(sorted(trained), sorted(init), "ortc's parameters are not PyTorch's")
     upd = {k: trained[k].astype(np.float64) - init[k] for k in init}
     upd64 = {k: final64[k] - init[k] for k in init}

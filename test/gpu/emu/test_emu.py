@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,10 @@ import test_zoo  # noqa: E402
 
 EMU = os.path.join(tl.BUILD, "test", "gpu", "emu")
 STEPS = 5
+TORCH_LOCK = threading.Lock()
 TARGETS = ("cuda", "rocm")
+# Also trained with SGD (momentum, weight decay) and graph replay off.
+SGD_NO_GRAPHS = ("gpt2", "cnn")
 
 
 def emu_env(extra=None):
@@ -122,6 +126,74 @@ SAMPLE_CONFIGS = {
 }
 
 
+def index_ops_case(target):
+    """test_index_ops_vs_torch's classifier (TopK, CumSum, ArgMax, Mod, GatherElements,
+    ScatterElements, ReduceProd) trained with SGD on the emulated target, judged against
+    PyTorch float64. Returns (failures, coverage)."""
+    import torch
+    import test_index_ops_vs_torch as ix
+    torch.manual_seed(0)
+    model = ix.IndexNet()
+    rng = np.random.RandomState(0)
+    x = rng.randn(ix.BATCH, ix.INPUT).astype(np.float32)
+    labels = rng.randint(0, ix.CLASSES, size=ix.BATCH).astype(np.int64)
+    coverage = []
+    with tempfile.TemporaryDirectory(prefix="ortc-emu-") as work:
+        stats = os.path.join(work, "train-stats.json")
+
+        def after(art, d):  # the eval step's kernels too
+            train(art, os.path.join(d, "feed.npz"), 0.0, work, "eval", steps=1)
+            emitted, launched = kernel_coverage(art, stats)
+            coverage.append((emitted, launched | kernel_coverage(art, os.path.join(work, "eval-stats.json"))[1]))
+
+        case = unittest.TestCase()
+        try:
+            tl.check_sgd_vs_torch(case, model, x, labels, ix.STEPS, ix.LR, "index ops on emulated " + target,
+                                  build_flags=["--target", target], env=emu_env({"ORTC_EMU_STATS": stats}),
+                                  on_artifact=after)
+        except AssertionError as e:
+            return [str(e)[-4000:]], coverage[0] if coverage else (set(), set())
+    return [], coverage[0]
+
+
+def random_ops_case(target):
+    """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head) and the
+    gpt2 sample with its dropout on, one kernel per op: PyTorch draws other masks, so these
+    are judged against the CPU target, whose counter-based masks the GPU library reproduces
+    bit for bit (losses and updates within 1e-5 relative). Returns (failures, coverage)."""
+    import test_random_ops as ro
+    failures, emitted, launched = [], set(), set()
+    with tempfile.TemporaryDirectory(prefix="ortc-emu-") as d:
+        drop = os.path.join(d, "dropout.onnx")
+        ro.dropout_model(drop, 8, 16, with_head=True)
+        rng = np.random.default_rng(0)
+        np.savez(os.path.join(d, "drop.npz"), x=rng.standard_normal((8, 16)).astype(np.float32),
+                 labels=rng.integers(0, 3, 8).astype(np.int64))
+        gpt_feed = os.path.join(d, "gpt.npz")
+        np.savez(gpt_feed, input_ids=rng.integers(0, 50, (4, 16)).astype(np.int64),
+                 labels=rng.integers(0, 50, (4, 16)).astype(np.int64))
+        for tag, model, feed, flags in (("drop", drop, os.path.join(d, "drop.npz"), []),
+                                        ("gpt", tl.sample_path("gpt2"), gpt_feed,
+                                         ["--dim", "batch=4", "--fusion", "none"])):
+            common = ["--optimizer", "sgd", "--momentum", "0.9"] + flags
+            cpu = build(model, os.path.join(d, tag + "-cpu.ortc"), "cpu", common)
+            gpu = build(model, os.path.join(d, tag + "-gpu.ortc"), target, common)
+            want = train(cpu, feed, 0.05, d, tag + "-cpu", ["--seed", "3"])
+            got = train(gpu, feed, 0.05, d, tag + "-gpu", ["--seed", "3"])
+            e, l = kernel_coverage(gpu, os.path.join(d, tag + "-gpu-stats.json"))
+            emitted |= e
+            launched |= l
+            for i, (a, b) in enumerate(zip(got[0], want[0])):
+                if not abs(a - b) <= 1e-5 * max(abs(b), 1e-3):
+                    failures.append("%s step %d: loss %r, CPU target %r" % (tag, i + 1, a, b))
+            for k in want[1]:
+                p0 = want[1][k].astype(np.float64)
+                if not tl.rel_err(got[1][k].astype(np.float64), p0) <= 1e-5:
+                    failures.append("%s: '%s' differs from the CPU target's by %.2e" % (
+                        tag, k, tl.rel_err(got[1][k].astype(np.float64), p0)))
+    return failures, (emitted, launched)
+
+
 def zoo_case(entry, target, opt="adamw"):
     """{stage, error, worst, time} of one zoo file trained on the emulated device."""
     t0 = time.time()
@@ -153,7 +225,8 @@ def zoo_case(entry, target, opt="adamw"):
 
 
 class EmulatedModels(unittest.TestCase):
-    """Every sample and zoo model, 5 AdamW steps on both emulated targets."""
+    """Every sample and zoo model, 5 AdamW steps on both emulated targets (two samples also
+    with SGD and graph replay off); each artifact's kernels must all run."""
     manifest = test_zoo.load_manifest()
     xfail = test_zoo.load_xfail()
     results = {}
@@ -163,6 +236,8 @@ class EmulatedModels(unittest.TestCase):
         only = set(filter(None, os.environ.get("EMU_ONLY", "").split(",")))
         cases = [("zoo", e["file"], t) for e in cls.manifest["files"] for t in TARGETS]
         cases += [("sample", s, t) for s in tl.SAMPLES for t in TARGETS]
+        cases += [("sample-sgd", s, t) for s in SGD_NO_GRAPHS for t in TARGETS]
+        cases += [(k, k, t) for k in ("index-ops", "random-ops") for t in TARGETS]
         cases = [c for c in cases if not only or c[1] in only]
         entries = {e["file"]: e for e in cls.manifest["files"]}
 
@@ -173,7 +248,14 @@ class EmulatedModels(unittest.TestCase):
                 r = zoo_case(entries[name], target)
             else:
                 try:
-                    f, coverage = sample_case(name, target, "adamw")
+                    if kind == "index-ops":
+                        with TORCH_LOCK:  # torch.onnx.export is not thread-safe
+                            f, coverage = index_ops_case(target)
+                    elif kind == "random-ops":
+                        f, coverage = random_ops_case(target)
+                    else:
+                        f, coverage = (sample_case(name, target, "adamw") if kind == "sample"
+                                       else sample_case(name, target, "sgd", graphs=False))
                     r = {"stage": "oracle" if f else "ok", "error": "\n".join(f), "worst": {}, "coverage": coverage}
                 except AssertionError as e:
                     r = {"stage": "run", "error": str(e)[-4000:], "worst": {}}
@@ -189,7 +271,7 @@ class EmulatedModels(unittest.TestCase):
         if case not in self.results:
             raise unittest.SkipTest("not selected by EMU_ONLY")
         r = self.results[case]
-        print("%-28s %-5s %-7s %5.1fs %s" % (name, target, r["stage"], r["time"], r["error"].splitlines()[0]
+        print("%-28s %-5s %-7s %5.1fs %s" % (name if kind in ("zoo", "sample", name) else name + " " + kind, target, r["stage"], r["time"], r["error"].splitlines()[0]
                                              if r["error"] else ""))
         if kind == "zoo":
             xf = self.xfail.get(name + "/adamw", self.xfail.get(name))
@@ -222,6 +304,14 @@ for _s in tl.SAMPLES:
     for _t in TARGETS:
         setattr(EmulatedModels, "test_sample_%s_%s" % (_s, _t),
                 lambda self, n=_s, t=_t: self.check("sample", n, t))
+for _k in ("index-ops", "random-ops"):
+    for _t in TARGETS:
+        setattr(EmulatedModels, "test_%s_%s" % (_k.replace("-", "_"), _t),
+                lambda self, k=_k, t=_t: self.check(k, k, t))
+for _s in SGD_NO_GRAPHS:
+    for _t in TARGETS:
+        setattr(EmulatedModels, "test_sample_%s_sgd_no_graphs_%s" % (_s, _t),
+                lambda self, n=_s, t=_t: self.check("sample-sgd", n, t))
 
 
 class EmulatorChecks(unittest.TestCase):
