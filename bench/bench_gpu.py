@@ -79,7 +79,8 @@ def device_bytes(artifact):
 def ortc_cuda(args, spec, workdir):
     art = os.path.join(workdir, spec['slug'] + '.cuda.ortc')
     cfg = spec['cfg']
-    cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--target', 'cuda'] + bench_cpu.optimizer_flags(cfg)
+    cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--target', 'cuda', '--dim', 'batch=%d' % cfg['batch']] + \
+        bench_cpu.optimizer_flags(cfg)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env_for(args), timeout=args.timeout)
     if p.returncode:
         raise RuntimeError('ortc build: ' + bench_cpu.short_error(p))
@@ -146,7 +147,7 @@ def run_torch(args, spec_path, mode, precision):
 def fmt(r, tokens):
     if 'error' in r:
         return 'n/a (%s)' % r['error']
-    return '%.1f ms, %.0f tok/s, %.0f MB' % (r['ms'], tokens / r['ms'] * 1e3, r['device_mb'])
+    return '%.1f ms, %.0f tok/s, %.2f MB' % (r['ms'], tokens / r['ms'] * 1e3, r['device_mb'])
 
 
 def main():
