@@ -439,9 +439,16 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
 }
 
 /// Writes params.bin (the initial values, in manifest order) a tensor at a time,
-/// hashing it on the way; fills each tensor's "init" range.
-bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json &tensors,
+/// hashing it on the way; fills each tensor's "init" range. With `omit` (--no-params)
+/// writes nothing and marks those tensors "init_omitted".
+bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json &tensors, bool omit,
                   std::string &sha, std::string &error) {
+  if (omit) {
+    for (size_t i = 0; i < table.tensors().size(); ++i)
+      if (const auto &init = table.tensors()[i].init)
+        tensors[i]["init_omitted"] = {{"bytes", init->bytes.size()}};
+    return true;
+  }
   std::ofstream f(path, std::ios::binary);
   Sha256 hash;
   uint64_t offset = 0;
@@ -587,7 +594,7 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   bool paramsOk = false;
   std::thread paramsWriter([&] {
     auto p0 = std::chrono::steady_clock::now();
-    paramsOk = streamParams(tmp / "params.bin", table, tensors, paramsSha, paramsError);
+    paramsOk = streamParams(tmp / "params.bin", table, tensors, options.noParams, paramsSha, paramsError);
     stats.paramsMs = msSince(p0);
   });
   bool compiled = compileUnits(tmp, names, units, build, options, stats, error);
@@ -628,7 +635,8 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   hashed.push_back(kKernelAbiName);
   for (const std::string &f : hashed)
     files[f] = sha256Hex(readFile(tmp / f));
-  files["params.bin"] = paramsSha;
+  if (!options.noParams)
+    files["params.bin"] = paramsSha;
   manifest["files"] = files;
   if (!writeFile(tmp / "manifest.json", manifest.dump(2) + "\n", error)) {
     cleanup();

@@ -81,6 +81,7 @@ struct ArtifactOptions {
   std::vector<std::string> cpuFeatures; ///< flags a `--cpu native` build requires
   bool timing = false;
   unsigned jobs = 1; ///< compile units at once
+  bool noParams = false; ///< no params.bin: tensors with a value get "init_omitted"
   /// > 0: the precompiled header was compiled (in ms) by precompileHeaderEarly
   /// while the model loaded; its cache hit is reported as that compile.
   double headerCompiledEarlyMs = 0;

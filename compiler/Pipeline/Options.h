@@ -63,6 +63,9 @@ struct BuildOptions {
   std::vector<std::string> trainable;
 
   std::string fusion = "default"; ///< default | none (one kernel per op)
+  /// Leave the initial values out of the artifact (no params.bin): the runtime takes
+  /// them from --load-params / --load-checkpoint or draws them (--init-seed).
+  bool noParams = false;
 
   // Pipeline control and debugging.
   std::optional<Phase> stopAfter;

@@ -375,6 +375,7 @@ int runBuild(const BuildOptions &options) {
   auto c1 = std::chrono::steady_clock::now();
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  artifact.noParams = options.noParams;
   if (earlyHeader.joinable())
     earlyHeader.join();
   artifact.headerCompiledEarlyMs = earlyHeaderMs;

@@ -67,11 +67,13 @@ struct Rules {
   Rule dtype = enumRule({"f32", "f64", "i64", "i32", "bool", "f16", "bf16"});
   Rule shape = arrayRule(&count);
   Rule init = objectRule({"offset", "bytes"}, {{"offset", &count}, {"bytes", &count}});
+  Rule initOmitted = objectRule({"bytes"}, {{"bytes", &count}});
   Rule tensor = objectRule({"name", "role", "dtype", "shape"}, {{"name", &nonEmpty},
                                                                 {"role", &role},
                                                                 {"dtype", &dtype},
                                                                 {"shape", &shape},
-                                                                {"init", &init}});
+                                                                {"init", &init},
+                                                                {"init_omitted", &initOmitted}});
   Rule nameList = arrayRule(&nonEmpty);
   Rule anyInt = intRule({});
   Rule anyString = stringRule();
@@ -105,6 +107,7 @@ struct Rules {
     symbol.ref = "symbol";
     tensor.ref = "tensor";
     init.ref = "init";
+    initOmitted.ref = "initOmitted";
     launchArg.ref = "launchArg";
     launch.ref = "launch";
     function.ref = "function";
@@ -348,6 +351,13 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
                 " tensor of this shape has " + std::to_string(d.bytes) + " bytes";
         return ManifestError::Invalid;
       }
+    }
+    if (t.contains("init_omitted")) {
+      if (d.hasInit || t["init_omitted"]["bytes"].get<int64_t>() != d.bytes) {
+        error = where + ": init_omitted " + (d.hasInit ? "beside an init" : "does not match the tensor's size");
+        return ManifestError::Invalid;
+      }
+      d.initOmitted = true;
     }
     if (!m.byName.emplace(d.name, m.tensors.size()).second) {
       error = where + " is listed twice";

@@ -76,6 +76,7 @@ struct TensorDesc {
   int64_t numel = 1, bytes = 0;
   bool hasInit = false;
   int64_t initOffset = 0, initBytes = 0;
+  bool initOmitted = false; ///< ortc build --no-params left its initial value out
 };
 
 /// One launch of a step program: a kernel symbol and what each of its pointer

@@ -18,6 +18,7 @@
 #include "ortc/kernel_abi.h"
 #include "ortc/sha256.h"
 
+#include <cmath>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -654,6 +655,50 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
 }
 
 void ortc_session_free(ortc_session *session) { delete session; }
+
+int64_t ortc_artifact_omitted_inits(const ortc_artifact *a) {
+  if (!a)
+    return 0;
+  int64_t n = 0;
+  for (const TensorDesc &t : a->data->manifest.tensors)
+    n += t.initOmitted;
+  return n;
+}
+
+ortc_status ortc_session_init_omitted(ortc_session *s, uint64_t seed) {
+  return guarded([&] {
+    if (!s)
+      return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_session_init_omitted: null session");
+    // splitmix64 of (seed, tensor, element): two uniforms, one Box-Muller normal.
+    auto mix = [](uint64_t z) {
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    };
+    for (size_t i = 0; i < s->m().tensors.size(); ++i) {
+      const TensorDesc &t = s->m().tensors[i];
+      if (!t.initOmitted)
+        continue;
+      const bool f32 = t.dtype == "f32", f64 = t.dtype == "f64";
+      if (!f32 && !f64) {
+        std::memset(s->bufs[i], 0, size_t(t.bytes));
+      } else {
+        const uint64_t key = mix(seed * 0x9e3779b97f4a7c15ull + i + 1);
+        for (int64_t e = 0; e < t.numel; ++e) {
+          const uint64_t a = mix(key + 2 * uint64_t(e)), b = mix(key + 2 * uint64_t(e) + 1);
+          const double u1 = (double(a >> 11) + 1.0) * 0x1.0p-53, u2 = double(b >> 11) * 0x1.0p-53;
+          const double v = 0.02 * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+          if (f32)
+            static_cast<float *>(s->bufs[i])[e] = float(v);
+          else
+            static_cast<double *>(s->bufs[i])[e] = v;
+        }
+      }
+      s->touch(i);
+    }
+    return ORTC_OK;
+  });
+}
 
 ortc_status ortc_session_set_graphs(ortc_session *session, int enabled) {
   if (!session)

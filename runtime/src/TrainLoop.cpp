@@ -163,6 +163,11 @@ public:
       return apiFail();
     session.reset(s);
     ortc_session_set_graphs(s, !o.noGraphs);
+    if (o.initSeed >= 0 && ortc_session_init_omitted(s, uint64_t(o.initSeed)))
+      return apiFail();
+    if (ortc_artifact_omitted_inits(a) && o.initSeed < 0 && o.loadParams.empty() && o.loadCheckpoint.empty())
+      return fail(o.artifact + " was built with --no-params: its weights are not in it; give --load-params, "
+                               "--load-checkpoint or --init-seed");
     if (!o.loadCheckpoint.empty() && ortc_checkpoint_load(s, o.loadCheckpoint.c_str()))
       return apiFail();
     if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))

@@ -35,6 +35,8 @@ const char *kHelp =
     "  --load-params IN.npz     start from these parameters and buffers\n"
     "  --save-checkpoint FILE   write parameters, buffers and optimizer state (.npz)\n"
     "  --load-checkpoint FILE   resume from a checkpoint\n"
+    "  --init-seed S            draw the weights an `ortc build --no-params` artifact\n"
+    "                           leaves out (N(0, 0.02^2), seeded), e.g. for benchmarks\n"
     "  --eval                   print the eval_step loss over the feed after training\n"
     "  --threads N              kernel threads (default: ORTC_THREADS, else\n"
     "                           OMP_NUM_THREADS, else one per physical core)\n"
@@ -113,7 +115,7 @@ int main(int argc, char **argv) {
     static const char *valued[] = {"--data",        "--steps",           "--lr",
                                    "--seed",        "--log-json",        "--save-params",
                                    "--load-params", "--save-checkpoint", "--load-checkpoint",
-                                   "--threads"};
+                                   "--threads",     "--init-seed"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -142,6 +144,10 @@ int main(int argc, char **argv) {
       if (!parseInt(value, n) || n < 1 || n > 4096)
         return usageError("--threads needs a positive integer, got '" + value + "'");
       o.threads = int(n);
+    } else if (arg == "--init-seed") {
+      if (!parseInt(value, n) || n < 0)
+        return usageError("--init-seed needs a non-negative integer, got '" + value + "'");
+      o.initSeed = n;
     } else if (arg == "--log-json") {
       o.logJson = value;
     } else if (arg == "--save-params") {

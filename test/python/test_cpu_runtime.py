@@ -158,6 +158,50 @@ class Fusion(unittest.TestCase):
                                                err_msg="%s, %s threads" % (name, threads))
 
 
+class NoParams(unittest.TestCase):
+    def test_artifact_without_weights(self):
+        """`ortc build --no-params` writes no params.bin and marks each omitted value in the
+        manifest; ortc-run refuses it without a source of weights, trains it from
+        --load-params exactly as the full artifact trains from its own params.bin, and from
+        --init-seed reproducibly (the same seed, the same run; another seed, another)."""
+        with TempDir() as d:
+            rng = np.random.RandomState(0)
+            data = os.path.join(d, "feed.npz")
+            np.savez(data, x=rng.randn(4, 32).astype(np.float32), labels=rng.randint(0, 10, 4).astype(np.int64))
+            full, bare = os.path.join(d, "full.ortc"), os.path.join(d, "bare.ortc")
+            flags = ["--dim", "batch=4", "--optimizer", "adamw"]
+            run([ORTC, "build", sample_path("mlp"), "-o", full] + flags)
+            run([ORTC, "build", sample_path("mlp"), "-o", bare, "--no-params"] + flags)
+            self.assertFalse(os.path.exists(os.path.join(bare, "params.bin")))
+            with open(os.path.join(bare, "manifest.json")) as f:
+                m = json.load(f)
+            omitted = [t["name"] for t in m["tensors"] if "init_omitted" in t]
+            self.assertIn("net.0.weight", omitted)
+            self.assertFalse([t for t in m["tensors"] if "init" in t])
+            self.assertNotIn("params.bin", m["files"])
+
+            p = subprocess.run([ORTC_RUN, "train", bare, "--data", data, "--steps", "1"], capture_output=True,
+                               text=True, env=ENV)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("was built with --no-params: its weights are not in it; give --load-params, "
+                          "--load-checkpoint or --init-seed", p.stderr)
+
+            def train(art, *extra):
+                log = os.path.join(d, "log.jsonl")
+                run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--quiet", "--log-json", log]
+                    + list(extra))
+                with open(log) as f:
+                    return [json.loads(line)["loss"] for line in f]
+
+            init = os.path.join(d, "init.npz")
+            run([ORTC_RUN, "train", full, "--data", data, "--steps", "0", "--save-params", init])
+            self.assertEqual(train(bare, "--load-params", init), train(full))
+            a, b, c = train(bare, "--init-seed", "5"), train(bare, "--init-seed", "5"), train(bare, "--init-seed", "6")
+            self.assertEqual(a, b)
+            self.assertNotEqual(a, c)
+            self.assertLess(a[-1], a[0])  # it trains
+
+
 class Profile(unittest.TestCase):
     def test_profile_times_every_launch_and_names_its_node(self):
         # ORTC_PROFILE: per launch of the step program, its kernel, ONNX node, op,

@@ -110,6 +110,9 @@ int main(int argc, char **argv) {
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");
+  build->add_flag("--no-params", b.noParams,
+                  "Leave the weights out of the artifact (no params.bin), so that it travels "
+                  "small; ortc-run then needs --load-params, --load-checkpoint or --init-seed");
   build->add_option("--fusion", b.fusion,
                     "default: fuse ops into generated kernels (pointwise chains with the "
                     "broadcasts they read); none: one kernel per op, for comparison and "
@@ -155,6 +158,9 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--load-params", t.loadParams, "Start from these parameters (.npz)");
   trainCmd->add_option("--save-checkpoint", t.saveCheckpoint, "Write params + optimizer state");
   trainCmd->add_option("--load-checkpoint", t.loadCheckpoint, "Resume from a checkpoint");
+  trainCmd->add_option("--init-seed", t.initSeed,
+                       "Draw the weights a --no-params artifact leaves out (N(0, 0.02^2), seeded)")
+      ->check(CLI::NonNegativeNumber);
   trainCmd->add_flag("--eval", t.eval, "Evaluate the loss after training");
   trainCmd->add_option("--threads", t.threads,
                        "Kernel threads (default: ORTC_THREADS, else one per physical core)")

@@ -89,6 +89,14 @@ const char *ortc_artifact_device(const ortc_artifact *artifact);
 /// environment sets ORTC_GPU_GRAPHS=0.
 ortc_status ortc_session_set_graphs(ortc_session *session, int enabled);
 ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out);
+/// The number of tensors whose initial value the artifact leaves out (`ortc build
+/// --no-params`); a session starts them zero-filled until they are loaded or drawn.
+int64_t ortc_artifact_omitted_inits(const ortc_artifact *artifact);
+/// Draws every tensor whose initial value the artifact leaves out: floating-point
+/// ones from N(0, 0.02^2) (GPT-2's initialisation), integer and bool ones zero, from a
+/// counter-based generator keyed by (seed, tensor index, element), so every target
+/// draws the same values. For benchmarks of artifacts that travel without weights.
+ortc_status ortc_session_init_omitted(ortc_session *session, uint64_t seed);
 /// NULL is a no-op.
 void ortc_session_free(ortc_session *session);
 

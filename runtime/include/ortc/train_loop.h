@@ -29,6 +29,8 @@ struct TrainOptions {
   std::string loadParams;     ///< .npz of parameters and buffers loaded before training
   std::string saveCheckpoint; ///< .npz of parameters, buffers and state after training
   std::string loadCheckpoint; ///< checkpoint loaded before training (before loadParams)
+  int64_t initSeed = -1;      ///< >= 0: draw the weights a --no-params artifact omits
+                              ///< (ortc_session_init_omitted), before any load
   bool eval = false;          ///< run eval_step over the feed after training
   bool quiet = false;         ///< no progress output
   int threads = 0;            ///< kernel threads; 0 = ORTC_THREADS, else one per core
