@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <signal.h>
 #include <unistd.h>
 
 using namespace mlir;
@@ -544,6 +546,28 @@ KernelBuild cpuKernelBuild(const std::string &level,
   return b;
 }
 
+/// Removes `<out>.tmp.<pid>` and `<out>.old.<pid>` folders of processes that no
+/// longer exist: what a build killed mid-way leaves next to its output. Folders of a
+/// live process (a concurrent build) stay.
+void sweepStaleBuilds(const fs::path &out) {
+  std::error_code ec;
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  const std::string base = out.filename().string();
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    for (const char *kind : {".tmp.", ".old."}) {
+      const std::string prefix = base + kind;
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0)
+        continue;
+      const std::string pid = name.substr(prefix.size());
+      if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9)
+        continue;
+      if (kill(pid_t(std::stol(pid)), 0) == -1 && errno == ESRCH)
+        fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
 bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
                    const std::vector<FunctionKernels> &functions,
                    const std::vector<std::string> &units, const KernelBuild &build,
@@ -553,6 +577,7 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     error = out.string() + " exists and is not an ortc artifact: not replacing it";
     return false;
   }
+  sweepStaleBuilds(out);
   fs::path tmp = out.string() + ".tmp." + std::to_string(getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);

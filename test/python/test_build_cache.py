@@ -81,6 +81,27 @@ def same_tree(a, b):
     return not mismatch and not errors
 
 
+class StaleBuilds(unittest.TestCase):
+    def test_build_sweeps_what_killed_builds_left(self):
+        """A build removes `<out>.tmp.<pid>` / `<out>.old.<pid>` folders of dead processes
+        next to its output, and keeps those of live ones and of other outputs."""
+        with TempDir() as d:
+            p = subprocess.Popen(["true"])
+            p.wait()
+            dead, alive = str(p.pid), str(os.getpid())
+            out = os.path.join(d, "m.ortc")
+            names = {"m.ortc.tmp." + dead: False, "m.ortc.old." + dead: False,
+                     "m.ortc.tmp." + alive: True, "other.ortc.tmp." + dead: True}
+            for n in names:
+                os.makedirs(os.path.join(d, n, "sub"))
+            p = subprocess.run([ORTC, "build", sample_path("mlp"), "--dim", "batch=2", "-o", out],
+                               capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for n, kept in names.items():
+                self.assertEqual(os.path.exists(os.path.join(d, n)), kept, n)
+            self.assertTrue(os.path.exists(os.path.join(out, "manifest.json")))
+
+
 class BuildCache(unittest.TestCase):
     def test_cold_warm_and_partial(self):
         with TempDir() as work:

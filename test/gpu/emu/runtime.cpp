@@ -159,19 +159,22 @@ struct Allocation {
 std::map<uintptr_t, Allocation> gAllocs; ///< by base address
 long gAllocCount = 0;
 
-const std::pair<const uintptr_t, Allocation> *gLastAlloc = nullptr; ///< findAlloc's last hit
+/// findAlloc's last hits (kernels alternate between a few allocations: the arena,
+/// a weight, its gradient).
+const std::pair<const uintptr_t, Allocation> *gLastAlloc[4] = {};
 
 const std::pair<const uintptr_t, Allocation> *findAlloc(uintptr_t a) {
-  auto *&last = gLastAlloc;
-  if (last && a >= last->first && a < last->first + last->second.bytes)
-    return last;
+  for (auto *last : gLastAlloc)
+    if (last && a >= last->first && a < last->first + last->second.bytes)
+      return last;
   auto it = gAllocs.upper_bound(a);
   if (it == gAllocs.begin())
     return nullptr;
   --it;
   if (a >= it->first + it->second.bytes)
     return nullptr;
-  return last = &*it;
+  static unsigned next = 0;
+  return gLastAlloc[next++ % 4] = &*it;
 }
 
 std::string describeAddress(uintptr_t a) {
@@ -210,7 +213,8 @@ int deviceFree(void *p) {
   if (it == gAllocs.end())
     return cudaErrorInvalidValue;
   gAllocs.erase(it);
-  gLastAlloc = nullptr;
+  for (auto *&last : gLastAlloc)
+    last = nullptr;
   std::free(static_cast<char *>(p) - kRedZone);
   return 0;
 }
@@ -337,14 +341,8 @@ emu_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -389,11 +387,7 @@ void fiberInit(Fiber &f, void *arg) {
   s[-7] = reinterpret_cast<uint64_t>(&fiberMain);        // r13
   s[-8] = 0;                                             // r14
   s[-9] = 0;                                             // r15
-  uint32_t csr[2];
-  asm volatile("stmxcsr %0" : "=m"(csr[0]));
-  asm volatile("fnstcw %0" : "=m"(csr[1]));
-  std::memcpy(&s[-10], csr, 8);
-  f.sp = &s[-10];
+  f.sp = &s[-9]; // (the floating-point control words are never changed: not switched)
 #else
   getcontext(&f.uc);
   f.uc.uc_stack.ss_sp = f.stack;
