@@ -41,6 +41,14 @@ cublasStatus_t refuse(const std::string &why) {
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
+/// Copies an attribute's value into `field`, which must have its size.
+template <typename Field> cublasStatus_t setField(Field &field, int attr, const void *buf, size_t size) {
+  if (size != sizeof(field))
+    return refuse("attribute " + std::to_string(attr) + " set with " + std::to_string(size) + " bytes");
+  std::memcpy(&field, buf, size);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 struct Gemm {
   cublasLtMatmulDescOpaque_t op;
   cublasLtMatrixLayoutOpaque_t a, b, c, d;
@@ -116,12 +124,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
 }
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
                                               const void *buf, size_t size) {
-  auto get = [&](auto &field) {
-    if (size != sizeof(field))
-      return refuse("attribute " + std::to_string(attr) + " set with " + std::to_string(size) + " bytes");
-    std::memcpy(&field, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto get = [&](auto &field) { return setField(field, attr, buf, size); };
   switch (attr) {
   case CUBLASLT_MATMUL_DESC_TRANSA: return get(d->transA);
   case CUBLASLT_MATMUL_DESC_TRANSB: return get(d->transB);
@@ -146,12 +149,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
 }
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void *buf, size_t size) {
-  auto get = [&](auto &field) {
-    if (size != sizeof(field))
-      return refuse("layout attribute " + std::to_string(attr) + " set with " + std::to_string(size) + " bytes");
-    std::memcpy(&field, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto get = [&](auto &field) { return setField(field, attr, buf, size); };
   switch (attr) {
   case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return get(l->batch);
   case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return get(l->stride);

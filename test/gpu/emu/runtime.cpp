@@ -1086,6 +1086,18 @@ extern "C" bool emu_check_range(const void *p, size_t bytes, const char *what) {
 
 extern "C" void emu_fail(const char *message) { fail(cudaErrorLaunchFailure, message); }
 
+/// The launch limits part of cudaDeviceProp / hipDeviceProp_t (zero without a table).
+template <typename Props> void fillProperties(Props &p, const Limits *l) {
+  p.multiProcessorCount = 1;
+  if (!l)
+    return;
+  p.maxThreadsPerBlock = static_cast<int>(l->threads);
+  p.maxGridSize[0] = static_cast<int>(l->gridX);
+  p.maxGridSize[1] = static_cast<int>(l->gridY);
+  p.maxGridSize[2] = static_cast<int>(l->gridZ);
+  p.sharedMemPerBlock = l->staticShared;
+}
+
 bool emu_checking = false;
 extern "C" void emu_access(const void *p, size_t bytes, bool write) { access(p, bytes, write); }
 
@@ -1116,15 +1128,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     p->minor = a[2] - '0';
   }
   p->warpSize = 32;
-  if (const emu::Limits *l = emu::limits(false)) {
-    p->maxThreadsPerBlock = static_cast<int>(l->threads);
-    p->maxGridSize[0] = static_cast<int>(l->gridX);
-    p->maxGridSize[1] = static_cast<int>(l->gridY);
-    p->maxGridSize[2] = static_cast<int>(l->gridZ);
-    p->sharedMemPerBlock = l->staticShared;
-    p->sharedMemPerBlockOptin = l->dynamicShared;
-  }
-  p->multiProcessorCount = 1;
+  emu::fillProperties(*p, emu::limits(false));
+  p->sharedMemPerBlockOptin = p->sharedMemPerBlock ? emu::limits(false)->dynamicShared : 0;
   return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) { return static_cast<cudaError_t>(emu::deviceMalloc(p, bytes)); }
@@ -1243,14 +1248,7 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int device) {
   std::snprintf(p->name, sizeof p->name, "ortc emulated %s", arch.c_str());
   std::snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s:sramecc+:xnack-", arch.c_str());
   p->warpSize = 64;
-  if (const emu::Limits *l = emu::limits(true)) {
-    p->maxThreadsPerBlock = static_cast<int>(l->threads);
-    p->maxGridSize[0] = static_cast<int>(l->gridX);
-    p->maxGridSize[1] = static_cast<int>(l->gridY);
-    p->maxGridSize[2] = static_cast<int>(l->gridZ);
-    p->sharedMemPerBlock = l->staticShared;
-  }
-  p->multiProcessorCount = 1;
+  emu::fillProperties(*p, emu::limits(true));
   return hipSuccess;
 }
 hipError_t hipMalloc(void **p, size_t bytes) { return static_cast<hipError_t>(cudaMalloc(p, bytes)); }
