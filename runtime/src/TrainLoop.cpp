@@ -196,22 +196,31 @@ public:
       double loss = readScalar(lossRef);
       bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (!finite) {
+      if (log) { // also for a step that is not finite, before stopping on it
+        char line[160];
+        std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %s, \"time_ms\": %.4f, \"finite\": %s}\n",
+                      (long long)(i + 1), jsonNumber(loss, lossRef.dtype == "f32" ? 9 : 17).c_str(), ms,
+                      finite ? "true" : "false");
+        *log << line << std::flush;
+      }
+      if (!finite && !o.skipNonFinite) {
         endLine();
         return fail("step " + std::to_string(i + 1) + ": loss or gradients are not finite (loss=" +
                     fmt(loss) + "); parameters left unchanged");
       }
       r.stepsDone = i + 1;
-      if (i == 0)
+      if (!finite) {
+        ++r.skipped;
+        if (!o.quiet) {
+          endLine();
+          out << "step " << i + 1 << " skipped: loss or gradients are not finite (loss=" << fmt(loss)
+              << "); parameters left unchanged\n";
+        }
+        continue;
+      }
+      if (r.stepsDone == r.skipped + 1)
         r.firstLoss = loss;
       r.lastLoss = loss;
-      if (log) {
-        char line[160];
-        std::snprintf(line, sizeof line,
-                      "{\"step\": %lld, \"loss\": %.*g, \"time_ms\": %.4f, \"finite\": true}\n",
-                      (long long)(i + 1), lossRef.dtype == "f32" ? 9 : 17, loss, ms);
-        *log << line << std::flush;
-      }
       if (o.quiet)
         continue;
       if (!tty) {
@@ -245,6 +254,15 @@ private:
   std::unique_ptr<ortc_session, SessionDeleter> session;
   std::vector<npz::Array> feed;
   TensorRef lossRef, finiteRef;
+
+  /// JSON has no NaN or Infinity: a non-finite loss is logged as null.
+  static std::string jsonNumber(double v, int digits) {
+    if (!std::isfinite(v))
+      return "null";
+    char b[40];
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    return b;
+  }
 
   int fail(std::string message) {
     error = std::move(message);

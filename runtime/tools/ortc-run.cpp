@@ -43,6 +43,9 @@ const char *kHelp =
     "  --quiet                  no progress output\n"
     "  --no-graphs              GPU: launch every kernel every step instead of\n"
     "                           replaying the captured step graph\n"
+    "  --on-nonfinite stop|skip a step whose loss or gradients are not finite (its\n"
+    "                           update is not applied) stops the run (default) or is\n"
+    "                           skipped; either way it is logged with \"finite\": false\n"
     "  -h, --help               show this help\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error.\n";
@@ -115,7 +118,7 @@ int main(int argc, char **argv) {
     static const char *valued[] = {"--data",        "--steps",           "--lr",
                                    "--seed",        "--log-json",        "--save-params",
                                    "--load-params", "--save-checkpoint", "--load-checkpoint",
-                                   "--threads",     "--init-seed"};
+                                   "--threads",     "--init-seed",       "--on-nonfinite"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -144,6 +147,10 @@ int main(int argc, char **argv) {
       if (!parseInt(value, n) || n < 1 || n > 4096)
         return usageError("--threads needs a positive integer, got '" + value + "'");
       o.threads = int(n);
+    } else if (arg == "--on-nonfinite") {
+      if (value != "stop" && value != "skip")
+        return usageError("--on-nonfinite takes stop or skip, got '" + value + "'");
+      o.skipNonFinite = value == "skip";
     } else if (arg == "--init-seed") {
       if (!parseInt(value, n) || n < 0)
         return usageError("--init-seed needs a non-negative integer, got '" + value + "'");

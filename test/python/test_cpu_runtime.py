@@ -202,6 +202,49 @@ class NoParams(unittest.TestCase):
             self.assertLess(a[-1], a[0])  # it trains
 
 
+class NonFinite(unittest.TestCase):
+    def test_skip_and_stop(self):
+        """A batch holding a NaN: `--on-nonfinite skip` logs that step as not finite and goes
+        on, and the run ends bit-identical to one that never saw the batch (parameters, AdamW
+        moments and step count untouched by it); the default `stop` logs the step, then exits
+        1 naming it."""
+        with TempDir() as d:
+            rng = np.random.RandomState(0)
+            x = rng.randn(3, 4, 32).astype(np.float32)
+            labels = rng.randint(0, 10, (3, 4)).astype(np.int64)
+            x[1, 2, 5] = np.nan
+            bad, clean = os.path.join(d, "bad.npz"), os.path.join(d, "clean.npz")
+            np.savez(bad, x=x, labels=labels)
+            np.savez(clean, x=x[[0, 2]], labels=labels[[0, 2]])
+            art = os.path.join(d, "m.ortc")
+            run([ORTC, "build", sample_path("mlp"), "-o", art, "--dim", "batch=4", "--optimizer", "adamw"])
+
+            def train(feed, steps, *extra):
+                log, out = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+                p = subprocess.run([ORTC_RUN, "train", art, "--data", feed, "--steps", str(steps), "--lr", "0.01",
+                                    "--log-json", log, "--save-checkpoint", out] + list(extra),
+                                   capture_output=True, text=True, env=ENV)
+                with open(log) as f:
+                    records = [json.loads(line) for line in f]
+                return p, records, (dict(np.load(out)) if p.returncode == 0 else None)
+
+            p, records, skipped = train(bad, 3, "--on-nonfinite", "skip")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual([r["finite"] for r in records], [True, False, True])
+            self.assertIsNone(records[1]["loss"])
+            self.assertIn("step 2 skipped: loss or gradients are not finite", p.stdout)
+            p, _, never = train(clean, 2)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(sorted(skipped), sorted(never))
+            for k in never:
+                np.testing.assert_array_equal(skipped[k], never[k], err_msg=k)
+
+            p, records, _ = train(bad, 3)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("step 2: loss or gradients are not finite", p.stderr)
+            self.assertEqual([r["finite"] for r in records], [True, False])
+
+
 class Profile(unittest.TestCase):
     def test_profile_times_every_launch_and_names_its_node(self):
         # ORTC_PROFILE: per launch of the step program, its kernel, ONNX node, op,

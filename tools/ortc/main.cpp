@@ -165,6 +165,11 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--threads", t.threads,
                        "Kernel threads (default: ORTC_THREADS, else one per physical core)")
       ->check(CLI::PositiveNumber);
+  trainCmd->add_option_function<std::string>(
+               "--on-nonfinite", [&t](const std::string &v) { t.skipNonFinite = v == "skip"; },
+               "A step whose loss or gradients are not finite: stop (default) or skip (logged "
+               "either way)")
+      ->check(CLI::IsMember({"stop", "skip"}));
   trainCmd->add_flag("--no-graphs", t.noGraphs,
                      "GPU: launch every kernel every step (no graph capture and replay)");
 

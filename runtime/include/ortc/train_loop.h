@@ -35,6 +35,10 @@ struct TrainOptions {
   bool quiet = false;         ///< no progress output
   int threads = 0;            ///< kernel threads; 0 = ORTC_THREADS, else one per core
   bool noGraphs = false;      ///< GPU: launch every kernel every step (no graph replay)
+  /// A step whose loss or gradients are not finite: false (`--on-nonfinite stop`)
+  /// logs it and stops with exit 1; true (`skip`) logs it and goes on (the step's
+  /// update is gated off on the device: parameters and optimizer state unchanged).
+  bool skipNonFinite = false;
   /// `out` (default std::cout) gets the plain "step i loss X" lines and "eval loss X";
   /// `progress` (default std::cerr) gets the self-overwriting terminal line.
   std::ostream *out = nullptr, *progress = nullptr;
@@ -47,7 +51,8 @@ struct TrainOptions {
 
 /// What happened; filled as far as the loop got.
 struct TrainResult {
-  int64_t stepsDone = 0; ///< successful steps
+  int64_t stepsDone = 0; ///< steps run (skipped ones included)
+  int64_t skipped = 0;   ///< steps skipped as not finite (skipNonFinite)
   double firstLoss = 0;  ///< loss of step 1
   double lastLoss = 0;   ///< loss of the last successful step
   bool evaluated = false;
@@ -56,10 +61,11 @@ struct TrainResult {
 
 /// Runs the loop: load the artifact, create a session, load checkpoint/params,
 /// check the feed, then for each step i (0-based) bind batch i mod K of every
-/// input, lr and seed, run train_step, read `loss` and `finite`. A step whose
-/// `finite` is 0 stops the loop with "step N: loss or gradients are not finite
-/// (loss=...); parameters left unchanged". Returns the process exit code (0, or 1
-/// with `error` set; the message has no program-name prefix).
+/// input, lr and seed, run train_step, read `loss` and `finite`, log the step
+/// ("finite": false for a step whose `finite` is 0). Such a step stops the loop
+/// with "step N: loss or gradients are not finite (loss=...); parameters left
+/// unchanged", unless skipNonFinite. Returns the process exit code (0, or 1 with
+/// `error` set; the message has no program-name prefix).
 int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &error);
 
 /// The same, for command-line front ends: on failure prints
