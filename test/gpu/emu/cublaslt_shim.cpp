@@ -196,7 +196,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     delete g;
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  emu::emu_enqueue_host(stream, "cublasLtMatmul", runGemm, g, [](void *p) { delete static_cast<Gemm *>(p); });
+  emu::emu_enqueue_host(stream, runGemm, g, [](void *p) { delete static_cast<Gemm *>(p); });
   return CUBLAS_STATUS_SUCCESS;
 }
 } // extern "C"

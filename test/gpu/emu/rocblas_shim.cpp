@@ -65,7 +65,7 @@ int gemm(void *h, int ta, int tb, int32_t m, int32_t n, int32_t k, const T *alph
       !emu::emu_check_range(C, span(m, n, ldc, sc, batch), "rocblas C"))
     return 3;
   auto *g = new Gemm<T>{ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, *alpha, *beta, A, B, C};
-  emu::emu_enqueue_host(static_cast<Handle *>(h)->stream, "rocblas_gemm_strided_batched", run<T>, g,
+  emu::emu_enqueue_host(static_cast<Handle *>(h)->stream, run<T>, g,
                         [](void *p) { delete static_cast<Gemm<T> *>(p); });
   return 0;
 }

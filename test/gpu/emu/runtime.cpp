@@ -830,7 +830,6 @@ struct Op {
   const void *src = nullptr;
   size_t bytes = 0;
   int value = 0;
-  const char *what = nullptr;
   void (*fn)(void *) = nullptr;
   std::shared_ptr<void> ctx;
 };
@@ -903,8 +902,7 @@ int copyAsync(void *dst, const void *src, size_t bytes, int kind, Stream *s) {
   const bool dDev = isDevice(dst, bytes), sDev = isDevice(src, bytes);
   const bool wantD = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice,
              wantS = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if ((kind != cudaMemcpyDefault && (wantD != dDev || wantS != sDev)) ||
-      (!dDev && !findAlloc(reinterpret_cast<uintptr_t>(dst)) && wantD)) {
+  if (kind != cudaMemcpyDefault && (wantD != dDev || wantS != sDev)) {
     fail(cudaErrorInvalidValue, "memcpy of " + std::to_string(bytes) + " bytes: the " +
                                     (wantD != dDev ? "destination " + hex(reinterpret_cast<uintptr_t>(dst))
                                                    : "source " + hex(reinterpret_cast<uintptr_t>(src))) +
@@ -1067,9 +1065,8 @@ extern "C" long long emu_atomic_rmw_i64(long long *p, long long v, int op, int s
   return old;
 }
 
-extern "C" void emu_enqueue_host(Stream *s, const char *what, void (*fn)(void *), void *ctx, void (*done)(void *)) {
+extern "C" void emu_enqueue_host(Stream *s, void (*fn)(void *), void *ctx, void (*done)(void *)) {
   Op op{Op::Host};
-  op.what = what;
   op.fn = fn;
   op.ctx = std::shared_ptr<void>(ctx, done);
   enqueue(s, std::move(op));
@@ -1228,7 +1225,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   e->stream = s;
-  emu::emu_enqueue_host(s, "event", [](void *p) { static_cast<EmuEvent *>(p)->at = std::chrono::steady_clock::now(); },
+  emu::emu_enqueue_host(s, [](void *p) { static_cast<EmuEvent *>(p)->at = std::chrono::steady_clock::now(); },
                         e, [](void *) {});
   return cudaSuccess;
 }

@@ -149,7 +149,7 @@ hipError_t hipGetSymbolAddress(void **p, const void *symbol);
 
 namespace emu {
 /// Runs `fn` on the host in stream order (the vendor-BLAS shims' work).
-extern "C" void emu_enqueue_host(Stream *s, const char *what, void (*fn)(void *), void *ctx, void (*done)(void *));
+extern "C" void emu_enqueue_host(Stream *s, void (*fn)(void *), void *ctx, void (*done)(void *));
 /// Reports (as the stream's error) a device range that is not inside one allocation.
 extern "C" bool emu_check_range(const void *p, size_t bytes, const char *what);
 /// Makes `message` the sticky error of the device (the shims' failures).
