@@ -6,13 +6,20 @@
 # autocast) in the same run: ms/step (median after warm-up), tokens/s and peak device memory. It
 # reports measurements only.
 #
+# The compiler cannot travel to a lent GPU machine (its MLIR libraries stay here), so the run
+# splits in two: --prepare DIR exports, builds the CUDA artifacts (--no-params) and writes the
+# feeds and specs into DIR here; --prepared DIR on the GPU machine trains them with ortc-run and
+# times PyTorch on the same feeds. The ONNX files stay behind (the 124M one is 500 MB): PyTorch
+# there starts from its own seeded init, ortc from --init-seed; the step time depends on neither.
+#
 # Without a GPU, --emulate runs the same script end to end on the emulated device
 # (test/gpu/emu) at tiny sizes: the artifacts are built through the emulator's compiler driver
 # and trained on it; PyTorch's columns say that no CUDA device is there. The emulator's times
 # say nothing about a GPU's; the run proves the pipeline.
 #
 #   .venv/bin/python bench/bench_gpu.py [--emulate] [--models NAME...] [--warmup 3] [--steps 10]
-#                                       [--markdown] [--workdir DIR]
+#                                       [--markdown] [--workdir DIR] [--prepare DIR | --prepared DIR]
+#                                       [--torch-modes eager:fp32 ...]
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +54,10 @@ def parse_args(argv=None):
     ap.add_argument('--ortc', default=os.path.join(REPO, 'build/tools/ortc/ortc'))
     ap.add_argument('--ortc-run', default=os.path.join(REPO, 'build/runtime/ortc-run'))
     ap.add_argument('--emu-dir', default=os.path.join(REPO, 'build/test/gpu/emu'))
+    ap.add_argument('--prepare', metavar='DIR', help='only export, build and write feeds into DIR (no runs)')
+    ap.add_argument('--prepared', metavar='DIR', help='run what --prepare wrote into DIR (no ortc compiler needed)')
+    ap.add_argument('--torch-modes', nargs='+', metavar='MODE:PRECISION',
+                    help='PyTorch columns (default: %s)' % ' '.join('%s:%s' % m for m in TORCH_MODES))
     ap.add_argument('--worker', help=argparse.SUPPRESS)
     ap.add_argument('--spec', help=argparse.SUPPRESS)
     ap.add_argument('--mode', help=argparse.SUPPRESS)
@@ -76,16 +87,20 @@ def device_bytes(artifact):
     return total + max(f['arena_bytes'] for f in m['functions'].values())
 
 
-def ortc_cuda(args, spec, workdir):
+def build_cuda(args, spec, workdir):
+    """The CUDA artifact of one model (--no-params: a 124M-parameter artifact stays small enough to
+    travel to the GPU machine; the weights are drawn there with --init-seed)."""
     art = os.path.join(workdir, spec['slug'] + '.cuda.ortc')
-    cfg = spec['cfg']
-    # --no-params: a 124M-parameter artifact stays small enough to travel to the GPU machine;
-    # the weights are drawn there (--init-seed), which the step time does not depend on.
-    cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--target', 'cuda', '--dim', 'batch=%d' % cfg['batch'],
-           '--no-params'] + bench_cpu.optimizer_flags(cfg)
+    cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--target', 'cuda', '--dim', 'batch=%d' % spec['cfg']['batch'],
+           '--no-params'] + bench_cpu.optimizer_flags(spec['cfg'])
     p = subprocess.run(cmd, capture_output=True, text=True, env=env_for(args), timeout=args.timeout)
     if p.returncode:
         raise RuntimeError('ortc build: ' + bench_cpu.short_error(p))
+    return art
+
+
+def train_cuda(args, spec, art, workdir):
+    cfg = spec['cfg']
     log = os.path.join(workdir, spec['slug'] + '.cuda.jsonl')
     p = subprocess.run([args.ortc_run, 'train', art, '--data', spec['feed'], '--quiet', '--init-seed', '0', '--steps',
                         str(args.warmup + args.steps), '--lr', str(cfg['lr']), '--log-json', log],
@@ -109,7 +124,8 @@ def torch_worker(args, spec):
     common = bench_cpu.samples_common()
     cfg = spec['cfg']
     _, model = bench_cpu.BUILDERS[cfg['family']](cfg)
-    common.load_onnx_weights(model, onnx.load(spec['onnx']))
+    if os.path.exists(spec['onnx']):  # --prepared: the ONNX stayed behind; the seeded init stands
+        common.load_onnx_weights(model, onnx.load(spec['onnx']))
     model = model.float().cuda().train()
     if args.mode == 'compile':
         if not hasattr(torch, 'compile'):
@@ -140,7 +156,10 @@ def torch_worker(args, spec):
 def run_torch(args, spec_path, mode, precision):
     cmd = [sys.executable, os.path.abspath(__file__), '--worker', 'torch', '--spec', spec_path, '--mode', mode,
            '--precision', precision, '--warmup', str(args.warmup), '--steps', str(args.steps)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return dict(error='over %d s' % args.timeout)
     if p.returncode:
         return dict(error=bench_cpu.short_error(p))
     return bench_cpu.last_json_line(p.stdout)
@@ -152,6 +171,23 @@ def fmt(r, tokens):
     return '%.1f ms, %.0f tok/s, %.2f MB' % (r['ms'], tokens / r['ms'] * 1e3, r['device_mb'])
 
 
+def prepared_specs(args):
+    """(spec, spec path) of each model --prepare wrote into --prepared DIR, its paths moved there."""
+    d = os.path.abspath(args.prepared)
+    out = []
+    for name in sorted(os.listdir(d)):
+        if not name.endswith('_spec.json'):
+            continue
+        with open(os.path.join(d, name)) as f:
+            spec = json.load(f)
+        spec.update(feed=os.path.join(d, os.path.basename(spec['feed'])), workdir=d,
+                    onnx=os.path.join(d, os.path.basename(spec['onnx'])))
+        out.append(bench_cpu.write_spec(spec, os.path.join(d, name)))
+    if not out:
+        raise SystemExit('bench_gpu.py: %s holds no *_spec.json (made by --prepare)' % d)
+    return out
+
+
 def main():
     args = parse_args()
     if args.worker:
@@ -160,25 +196,44 @@ def main():
         return 0
     models = TINY if args.emulate else MODELS
     names = args.models or list(models)
-    workdir = args.workdir or tempfile.mkdtemp(prefix='ortc-bench-gpu-')
-    os.makedirs(workdir, exist_ok=True)
+    modes = [tuple(m.split(':')) for m in args.torch_modes] if args.torch_modes else TORCH_MODES
+    if args.prepare:
+        os.makedirs(args.prepare, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix='ortc-bench-gpu-onnx-')  # the exports stay out of DIR
+        for name in names:
+            spec, _ = bench_cpu.prepare_model(name, models[name], scratch, export_batch=2)
+            for key in ('feed',):
+                moved = os.path.join(args.prepare, os.path.basename(spec[key]))
+                os.replace(spec[key], moved)
+                spec[key] = moved
+            build_cuda(args, spec, args.prepare)
+            bench_cpu.write_spec(spec, os.path.join(args.prepare, spec['slug'] + '_spec.json'))
+            print('prepared %s' % name, file=sys.stderr)
+        return 0
+    if args.prepared:
+        work = [(s, p, os.path.join(args.prepared, s['slug'] + '.cuda.ortc')) for s, p in prepared_specs(args)]
+        work = [w for w in work if not args.models or w[0]['name'] in args.models]
+    else:
+        workdir = args.workdir or tempfile.mkdtemp(prefix='ortc-bench-gpu-')
+        os.makedirs(workdir, exist_ok=True)
+        work = [bench_cpu.prepare_model(name, models[name], workdir) + (None,) for name in names]
     header = ['model', 'ortc (cuda%s)' % (', emulated' if args.emulate else '')] + [
-        'PyTorch %s %s' % m for m in TORCH_MODES] + ['ortc vs best PyTorch']
+        'PyTorch %s %s' % m for m in modes] + ['ortc vs best PyTorch']
     rows = []
-    for name in names:
-        cfg = models[name]
-        spec, spec_path = bench_cpu.prepare_model(name, cfg, workdir)
+    for spec, spec_path, art in work:
+        cfg = spec['cfg']
         tokens = cfg['batch'] * cfg['seq']
         try:
-            ours = ortc_cuda(args, spec, workdir)
-        except RuntimeError as e:
-            ours = dict(error=str(e))
-        theirs = [run_torch(args, spec_path, *m) for m in TORCH_MODES]
+            ours = train_cuda(args, spec, art or build_cuda(args, spec, spec['workdir']), spec['workdir'])
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            ours = dict(error=str(e).splitlines()[-1][:300])
+        theirs = [run_torch(args, spec_path, *m) for m in modes]
         timed = [t['ms'] for t in theirs if 'error' not in t]
         speedup = '%.2fx' % (min(timed) / ours['ms']) if timed and 'error' not in ours else 'n/a'
-        rows.append([name, fmt(ours, tokens)] + [fmt(t, tokens) for t in theirs] + [speedup])
+        rows.append([spec['name'], fmt(ours, tokens)] + [fmt(t, tokens) for t in theirs] + [speedup])
         if 'error' not in ours:
-            print('%s: ortc loss %.4f -> %.4f' % (name, ours['loss_1'], ours['loss_last']), file=sys.stderr)
+            print('%s: ortc loss %.4f -> %.4f' % (spec['name'], ours['loss_1'], ours['loss_last']), file=sys.stderr)
+        sys.stdout.flush()
     if args.markdown:
         print('| ' + ' | '.join(header) + ' |')
         print('|' + '---|' * len(header))

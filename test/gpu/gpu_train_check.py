@@ -3,7 +3,10 @@
 # for SGD (momentum, weight decay) and AdamW, this builds a CPU and a CUDA artifact from the
 # same model and flags, trains 5 steps of each on the same feed with ortc-run, and checks
 # the loss at every step and each parameter's update over the run (p5 - p0) within 1e-3
-# relative. One sample also runs with graph replay off and with ortc's own GEMM
+# relative. Parameters whose gradient is zero in exact arithmetic (a conv bias right before
+# BatchNorm, BERT's key bias: ortc-eval's float64 gradient says which) hold only rounding noise
+# on any device, which AdamW turns into full-size steps: they are not compared, nor under AdamW
+# the BatchNorm running means they feed (as test/python/test_train_vs_torch.py does). One sample also runs with graph replay off and with ortc's own GEMM
 # (ORTC_GPU_GEMM=ortc) in place of cuBLASLt. Exit 77 (skipped) where no GPU is visible.
 #
 # Standard library only (the GPU machine has no package registry): .npz files are read
@@ -11,6 +14,10 @@
 #
 #   gpu_train_check.py --ortc BUILD/tools/ortc/ortc --ortc-run BUILD/runtime/ortc-run
 #                      [--artifacts DIR]  (prebuilt <sample>-<opt>-<target>.ortc + feeds)
+#
+# --prepare DIR builds those artifacts and feeds and also trains the CPU ones here, leaving their
+# logs and parameters in DIR: a lent GPU machine lacks the CPU kernels' libraries (oneDNN), and
+# --artifacts DIR there takes the CPU side from those files.
 import argparse
 import io
 import json
@@ -82,9 +89,10 @@ def run(cmd, env=None):
     return p.returncode, p.stdout + p.stderr
 
 
-def train(ortc_run, artifact, feed, work, tag, env=None, extra=()):
+def train(ortc_run, artifact, feed, work, tag, env=None, extra=(), reuse=False):
+    """(losses of 5 steps, {param: p5 - p0}); reuse: read a run left in work by --prepare."""
     log, p0, p5 = (os.path.join(work, tag + s) for s in (".jsonl", "-p0.npz", "-p5.npz"))
-    for steps, params in ((0, p0), (5, p5)):
+    for steps, params in ((0, p0), (5, p5)) if not (reuse and os.path.exists(p5)) else ():
         code, text = run([ortc_run, "train", artifact, "--data", feed, "--steps", str(steps), "--lr", "0.01",
                           "--quiet", "--log-json", log, "--save-params", params] + list(extra), env)
         if code != 0:
@@ -94,10 +102,23 @@ def train(ortc_run, artifact, feed, work, tag, env=None, extra=()):
     return (losses, {k: [a - b for a, b in zip(after[k], before[k])] for k in after}), ""
 
 
+def noise_only(ortc_eval, sample, feed, work):
+    """Parameters whose float64 gradient at the start is zero up to rounding (see the top)."""
+    out = os.path.join(work, sample + "-eval.npz")
+    code, text = run([ortc_eval, os.path.join(ROOT, "samples", sample, sample + ".onnx"), "--inputs", feed,
+                      "-o", out, "--dim", "batch=4", "--gradients", "--no-dropout", "--labels", "labels"])
+    if code != 0:
+        raise SystemExit("FAIL %s: ortc-eval:\n%s" % (sample, text))
+    values = read_npz(out)
+    names = [n for n in values if n.startswith("grad/")]
+    return sorted(n[len("grad/"):] for n in names if max(map(abs, values[n])) < 1e-9)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ortc", default=os.path.join(ROOT, "build/tools/ortc/ortc"))
     ap.add_argument("--ortc-run", default=os.path.join(ROOT, "build/runtime/ortc-run"))
+    ap.add_argument("--ortc-eval", default=os.path.join(ROOT, "build/tools/ortc-eval/ortc-eval"))
     ap.add_argument("--artifacts", help="prebuilt artifacts (see --prepare)")
     ap.add_argument("--prepare", help="only build the artifacts and feeds into this folder")
     ap.add_argument("--samples", nargs="+", default=SAMPLES)
@@ -122,15 +143,26 @@ def main():
                         print("FAIL %s %s: build for %s:\n%s" % (sample, opt, target, text))
                         return 1
             feed = os.path.join(art, "%s-feed.npz" % sample)
+            noise = os.path.join(art, "%s-noise.json" % sample)
             if not args.artifacts and not os.path.exists(feed):
                 write_feed(json.load(open(os.path.join(paths["cpu"], "manifest.json"))), feed)
+            if not args.artifacts and not os.path.exists(noise):
+                with open(noise, "w") as f:
+                    json.dump(noise_only(args.ortc_eval, sample, feed, work), f)
+            with open(noise) as f:
+                skip = set(json.load(f))
             if args.prepare:
+                ref, text = train(args.ortc_run, paths["cpu"], feed, art, "%s-%s-cpu" % (sample, opt))
+                if ref is None:
+                    print("FAIL %s %s: cpu run:\n%s" % (sample, opt, text))
+                    return 1
                 continue
             variants = [("cuda", None, ())]
             if sample == "gpt2" and opt == "adamw":
                 variants += [("cuda-no-graphs", None, ("--no-graphs",)),
                              ("cuda-ortc-gemm", dict(os.environ, ORTC_GPU_GEMM="ortc"), ())]
-            ref, text = train(args.ortc_run, paths["cpu"], feed, work, "%s-%s-cpu" % (sample, opt))
+            ref, text = train(args.ortc_run, paths["cpu"], feed, art if args.artifacts else work,
+                              "%s-%s-cpu" % (sample, opt), reuse=bool(args.artifacts))
             if ref is None:
                 print("FAIL %s %s: cpu run:\n%s" % (sample, opt, text))
                 return 1
@@ -144,11 +176,13 @@ def main():
                     failures += 1
                     continue
                 loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(got[0], ref[0]))
-                upd_err = max(rel(got[1][k], ref[1][k]) for k in ref[1])
+                upd_err = max(rel(got[1][k], ref[1][k]) for k in ref[1]
+                              if k not in skip and not (opt == "adamw" and skip and k.endswith("running_mean")))
                 ok = loss_err <= TOL and upd_err <= TOL and len(got[0]) == len(ref[0]) == 5
                 failures += not ok
-                print("%s %s %-15s loss max rel %.2e, update max rel %.2e: %s" % (
-                    sample, opt, name, loss_err, upd_err, "ok" if ok else "FAIL"))
+                print("%-4s %-5s %-15s loss max rel %.2e, update max rel %.2e: %s%s" % (
+                    sample, opt, name, loss_err, upd_err, "ok" if ok else "FAIL",
+                    " (noise only, not compared: %s)" % ", ".join(sorted(skip)) if skip else ""))
     return 1 if failures else 0
 
 
