@@ -129,16 +129,19 @@ std::string readFile(const fs::path &path) {
 constexpr const char *kKernelAbiName = "ortc_kernel_abi.h";
 
 /// A function's step program:
-/// [{"kernel": name, "args": [{"tensor": i} | {"arena": offset} | {"value": v}]}].
+/// [{"kernel": name, "args": [{"tensor": i} | {"arena": offset, "bytes": n} | {"value": v}]}].
 nlohmann::json launches(const FunctionKernels &f) {
   nlohmann::json list = nlohmann::json::array();
   for (const Launch &l : f.launches) {
     nlohmann::json args = nlohmann::json::array();
-    for (const LaunchArg &a : l.args)
+    for (const LaunchArg &a : l.args) {
       args.push_back({{a.kind == LaunchArg::Arena   ? "arena"
                        : a.kind == LaunchArg::Value ? "value"
                                                     : "tensor",
                        a.value}});
+      if (a.kind == LaunchArg::Arena && a.bytes > 0)
+        args.back()["bytes"] = a.bytes;
+    }
     nlohmann::json launch = {{"kernel", l.kernel}, {"args", std::move(args)}};
     if (!l.node.empty())
       launch["node"] = l.node;

@@ -50,6 +50,9 @@ private:
 struct LaunchArg {
   enum Kind { Tensor, Arena, Value } kind = Tensor;
   int64_t value = 0;
+  /// Arena: the bytes the kernel may touch from there (the largest value it reads or
+  /// writes at that offset), written to the manifest for the runtime's operand hook.
+  int64_t bytes = 0;
   bool operator==(const LaunchArg &o) const { return kind == o.kind && value == o.value; }
 };
 

@@ -119,7 +119,7 @@ std::string KernelPrinter::ptr(Value v) {
   Placement p = placementOf(v);
   switch (p.kind) {
   case Placement::Arena:
-    return slot({LaunchArg::Arena, p.offset});
+    return slot({LaunchArg::Arena, p.offset, byteSize(v)});
   case Placement::Argument:
     return slot({LaunchArg::Tensor, table.indexOf(argName(fn, p.index))});
   case Placement::Weight:
@@ -199,6 +199,8 @@ std::string KernelPrinter::slot(LaunchArg arg) {
   size_t k = it - slots.begin();
   if (it == slots.end())
     slots.push_back(arg);
+  else
+    it->bytes = std::max(it->bytes, arg.bytes);
   return "ptrs[" + std::to_string(k) + "]";
 }
 

@@ -77,7 +77,7 @@ struct Rules {
   Rule nameList = arrayRule(&nonEmpty);
   Rule anyInt = intRule({});
   Rule anyString = stringRule();
-  Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}, {"value", &anyInt}});
+  Rule launchArg = objectRule({}, {{"tensor", &count}, {"arena", &count}, {"bytes", &count}, {"value", &anyInt}});
   Rule launchArgs = arrayRule(&launchArg);
   Rule launch = objectRule({"kernel", "args"}, {{"kernel", &symbol},
                                                {"args", &launchArgs},
@@ -374,22 +374,28 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
       d.node = l.value("node", "");
       d.op = l.value("op", "");
       for (const auto &a : l["args"]) {
-        if (a.size() != 1) {
+        const bool sized = a.contains("bytes");
+        if (a.size() != 1 + sized || (sized && !a.contains("arena"))) {
           error = where + ": kernel '" + d.kernel +
-                  "' has an argument that is not exactly one of \"tensor\", \"arena\" or "
-                  "\"value\"";
+                  "' has an argument that is not exactly one of \"tensor\", \"arena\" (with its "
+                  "\"bytes\") or \"value\"";
           return ManifestError::Invalid;
         }
         LaunchDesc::Arg arg;
         arg.kind = a.contains("arena")   ? LaunchDesc::Arg::Arena
                    : a.contains("value") ? LaunchDesc::Arg::Value
                                          : LaunchDesc::Arg::Tensor;
-        arg.value = a.begin().value().get<int64_t>();
+        arg.value = a[arg.kind == LaunchDesc::Arg::Arena   ? "arena"
+                      : arg.kind == LaunchDesc::Arg::Value ? "value"
+                                                           : "tensor"]
+                        .get<int64_t>();
+        arg.bytes = a.value("bytes", int64_t(0));
         bool inArena = arg.kind == LaunchDesc::Arg::Arena;
-        if ((inArena && arg.value > m.arenaBytes) ||
+        if ((inArena && arg.value + arg.bytes > m.arenaBytes) ||
             (arg.kind == LaunchDesc::Arg::Tensor && arg.value >= int64_t(m.tensors.size()))) {
           error = where + ": kernel '" + d.kernel + "' has an argument outside " +
-                  (inArena ? "the arena (offset " + std::to_string(arg.value) + " of " +
+                  (inArena ? "the arena (offset " + std::to_string(arg.value) + ", " +
+                                 std::to_string(arg.bytes) + " bytes, of " +
                                  std::to_string(m.arenaBytes) + " bytes)"
                            : "\"tensors\" (index " + std::to_string(arg.value) + ")");
           return ManifestError::Invalid;

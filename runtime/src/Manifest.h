@@ -86,6 +86,7 @@ struct LaunchDesc {
   struct Arg {
     enum Kind { Tensor, Arena, Value } kind = Tensor;
     int64_t value = 0; ///< tensor index, arena offset or the value
+    int64_t bytes = 0; ///< Arena: the operand's size (0 in artifacts older than it)
   };
   std::string kernel;
   std::vector<Arg> args;

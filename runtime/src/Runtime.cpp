@@ -56,6 +56,8 @@ struct ArtifactData {
   void *handle = nullptr;
   /// Per function, the symbol of each launch: ortc_cpu_kernel_fn or ortc_gpu_launcher_fn.
   std::map<std::string, std::vector<void *>> kernels;
+  /// GPU artifacts: the checking device's operand hook, if kernels.so has one (kernel_abi.h).
+  ortc_launch_operands_fn launchOperands = nullptr;
   bool gpu = false;
   /// CPU artifacts: the pool size, applied by every run on the calling thread (OpenMP's
   /// thread count is a per-thread setting; a step may run on another thread than the load).
@@ -238,6 +240,8 @@ struct Loader {
                       (abi ? std::to_string(*abi) : std::string("missing")) +
                       ", this runtime calls version " + std::to_string(ORTC_KERNEL_ABI_VERSION) +
                       " (rebuild the artifact with a matching ortc)");
+    if (a.gpu)
+      a.launchOperands = reinterpret_cast<ortc_launch_operands_fn>(dlsym(a.handle, "ortc_launch_operands"));
     std::map<std::string, void *> symbols; // each distinct kernel looked up once
     for (const auto &[fn, desc] : a.manifest.functions) {
       std::vector<void *> &list = a.kernels[fn];
@@ -306,6 +310,8 @@ struct ortc_session {
   /// addresses on a GPU). Built once: the tensors and the arena never move, and a
   /// captured graph (or the mock device's record) may keep pointing at them.
   std::map<std::string, std::vector<std::vector<void *>>> launchArgs;
+  /// Per function and launch, each argument's bytes (for the operand hook; 0: a value).
+  std::map<std::string, std::vector<std::vector<unsigned long long>>> launchBytes;
   /// The launches' {"value": v} arguments (host memory, also on GPUs: launchers
   /// read them on the host); a deque, so their addresses never move.
   std::deque<int64_t> launchValues;
@@ -313,9 +319,14 @@ struct ortc_session {
   void bindLaunches(const std::vector<void *> &tensors, char *arenaBase) {
     for (const auto &[fn, desc] : m().functions) {
       auto &list = launchArgs[fn];
+      auto &sizes = launchBytes[fn];
       for (const LaunchDesc &l : desc.launches) {
         std::vector<void *> ptrs;
+        std::vector<unsigned long long> bytes;
         for (const LaunchDesc::Arg &a : l.args) {
+          bytes.push_back(a.kind == LaunchDesc::Arg::Arena    ? a.bytes
+                          : a.kind == LaunchDesc::Arg::Tensor ? m().tensors[size_t(a.value)].bytes
+                                                              : 0);
           if (a.kind == LaunchDesc::Arg::Value) {
             launchValues.push_back(a.value);
             ptrs.push_back(&launchValues.back());
@@ -326,6 +337,7 @@ struct ortc_session {
           }
         }
         list.push_back(std::move(ptrs));
+        sizes.push_back(std::move(bytes));
       }
     }
   }
@@ -440,8 +452,16 @@ ortc_status ortc_session::runGpu(const std::string &function, const std::vector<
     if (capture && api.captureBegin(stream) != 0)
       return gpuFail("graph capture");
     const auto &args = launchArgs.at(function);
-    for (size_t k = 0; k < kernels.size(); ++k)
+    const auto &bytes = launchBytes.at(function);
+    const auto &launches = m().functions.at(function).launches;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      if (art->launchOperands)
+        art->launchOperands(launches[k].kernel.c_str(), launches[k].node.c_str(), int(args[k].size()),
+                            args[k].data(), bytes[k].data());
       reinterpret_cast<ortc_gpu_launcher_fn>(kernels[k])(args[k].data(), stream);
+      if (art->launchOperands)
+        art->launchOperands(launches[k].kernel.c_str(), launches[k].node.c_str(), 0, nullptr, nullptr);
+    }
     if (capture) {
       void *exec = nullptr;
       if (api.captureEnd(stream, &exec) != 0)

@@ -32,6 +32,16 @@ typedef void (*ortc_cpu_kernel_fn)(void *const *ptrs);
  * (a cudaStream_t / hipStream_t); `ptrs` are device addresses. */
 typedef void (*ortc_gpu_launcher_fn)(void *const *ptrs, void *stream);
 
+/* Optional, for checking devices: when a GPU kernels object exports
+ * `ortc_launch_operands` (ortc's generated code never does; the emulated
+ * device of test/gpu/emu does), the runtime calls it before each launcher with
+ * the launch's operands, ptrs[k] spanning bytes[k] (0: a host value, or a size
+ * the manifest does not give), and after the launcher returns with n = 0, so
+ * that the device can check every access of the work enqueued in between
+ * against the operand it belongs to. `kernel` and `node` name the launch. */
+typedef void (*ortc_launch_operands_fn)(const char *kernel, const char *node, int n,
+                                         void *const *ptrs, const unsigned long long *bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,9 @@
 // does not count. Built like a generated file: the target's prelude (ortc-gpu-prelude
 // cuda|rocm) then this file, compiled by emu_cc.py.
 #define API(x) ORTC_API(x)
+#include "ortc/kernel_abi.h"
 #include <cmath>
+#include <dlfcn.h>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -133,6 +135,20 @@ int main(int argc, char **argv) {
       bigShared<20000><<<1, 256, 0, s>>>(y);
     else
       bigShared<4000><<<1, 256, 0, s>>>(y);
+  } else if (c == "operand-overrun" || c == "operand-overrun-ok") {
+    // An arena holding a launch's two operands with other data between and after them,
+    // named as the runtime names them: the off-by-one stays inside the allocation.
+    float *arena;
+    API(Malloc)((void **)&arena, 4 * n * sizeof(float));
+    API(MemcpyAsync)(arena, host.data(), n * sizeof(float), API(MemcpyHostToDevice), s);
+    void *ptrs[] = {arena, arena + 2 * n};
+    const unsigned long long bytes[] = {n * sizeof(float), n * sizeof(float)};
+    auto operands = reinterpret_cast<ortc_launch_operands_fn>(dlsym(RTLD_DEFAULT, "ortc_launch_operands"));
+    if (check(operands != nullptr, "the device has no ortc_launch_operands"))
+      return 1;
+    operands("ortc_scale_test", "/layer/Mul", 2, ptrs, bytes);
+    scale<<<2, 256, 0, s>>>(arena, arena + 2 * n, n, c == "operand-overrun" ? 1 : 0);
+    operands("ortc_scale_test", "/layer/Mul", 0, nullptr, nullptr);
   } else if (c == "missing-sync" || c == "missing-sync-ok") {
     fill<<<1, 256, 0, s>>>(y, n, 3.0f);
     API(MemcpyAsync)(&got, y, sizeof(float), API(MemcpyDeviceToHost), s);

@@ -7,8 +7,10 @@
 // missing sync shows. Device memory is host memory with red zones, poisoned when
 // allocated. The kernels are compiled with load/store tracing
 // (-fsanitize-coverage=trace-loads,trace-stores); every traced access of a thread
-// is checked here: bounds against its allocation, device variable or shared array,
-// and races between threads (shared memory between barriers, global memory within
+// is checked here: bounds against its allocation, device variable or shared array
+// and, inside an allocation that holds the launch's operands (the runtime names them
+// through ortc_launch_operands, runtime/include/ortc/kernel_abi.h), against the
+// operand it falls in; and races between threads (shared memory between barriers, global memory within
 // a launch; atomics, which run here untraced, are exempt).
 //
 // Environment: ORTC_EMU_ARCH (the device's arch; default sm_90 for the CUDA API,
@@ -21,6 +23,7 @@
 #define EMU_WARP_SIZE 0 // this file is not a front; launches come from the fronts
 #include "emu/api.h"
 #include "emu/device.h"
+#include "ortc/kernel_abi.h"
 // The builtins are fields of emu::Thread here.
 #undef threadIdx
 #undef blockIdx
@@ -192,6 +195,36 @@ std::string describeAddress(uintptr_t a) {
     s += std::string(s.empty() ? "" : "; ") + std::to_string(it->first - a) + " bytes before allocation #" +
          std::to_string(it->second.id);
   return s.empty() ? "in no device allocation" : s;
+}
+
+/// The operands of the runtime's launch being enqueued (ortc_launch_operands):
+/// device ranges with a known size. Work enqueued while they are set keeps them.
+struct Operands {
+  std::string kernel, node;
+  std::vector<std::pair<uintptr_t, size_t>> ranges;
+};
+std::shared_ptr<const Operands> gOperands;
+
+/// Why [a, a + n) inside the allocation at `base` of `size` bytes lies in none of
+/// `ops`' ranges, when some of them are in that allocation (the arena); "" if it
+/// lies in one, or the allocation holds none (a workspace of the launcher's own).
+std::string operandMiss(const Operands &ops, const std::pair<const uintptr_t, Allocation> &al, uintptr_t a,
+                        size_t n) {
+  const uintptr_t base = al.first;
+  const size_t size = al.second.bytes;
+  std::string there;
+  for (const auto &[lo, len] : ops.ranges) {
+    if (a >= lo && a + n <= lo + len)
+      return "";
+    if (lo >= base && lo < base + size && there.size() < 200)
+      there += (there.empty() ? "" : ", ") + std::string("[") + std::to_string(lo - base) + ", " +
+               std::to_string(lo - base + len) + ")";
+  }
+  if (there.empty())
+    return "";
+  return "offset " + std::to_string(a - base) + " of allocation #" + std::to_string(al.second.id) +
+         ", outside every operand of launch '" + ops.kernel + "'" +
+         (ops.node.empty() ? "" : " (ONNX node '" + ops.node + "')") + " there: " + there;
 }
 
 int deviceMalloc(void **p, size_t bytes) {
@@ -489,6 +522,7 @@ struct Run {
   bool failed = false;
   bool checked = false; ///< whether this launch's accesses are checked
   long accesses = 0;
+  const Operands *operands = nullptr; ///< the runtime launch it belongs to, if named
 };
 Run *gRun = nullptr;
 std::map<std::string, long> gLaunchCounts; ///< kernel (site) -> launches, for ORTC_EMU_STATS
@@ -691,9 +725,10 @@ void runBlock(Run &r, unsigned bx, unsigned by, unsigned bz) {
       th(i).state = Done;
 }
 
-void runLaunch(Launch &l) {
+void runLaunch(Launch &l, const Operands *operands) {
   Run r;
   r.launch = &l;
+  r.operands = operands;
   static uint64_t launches = 0;
   r.rng = seedBase() * 0x9e3779b97f4a7c15ull + ++launches;
   static std::set<std::string> seen;
@@ -801,6 +836,11 @@ void access(const void *p, size_t n, bool write) {
     if (a + n > al->first + al->second.bytes)
       return outOfBounds(*r, a, n, write, "past the end of allocation #" + std::to_string(al->second.id) + " (" +
                                               std::to_string(al->second.bytes) + " bytes)");
+    if (r->operands) {
+      std::string miss = operandMiss(*r->operands, *al, a, n);
+      if (!miss.empty())
+        return outOfBounds(*r, a, n, write, miss);
+    }
     return track(*r, r->globalShadow, "global", nullptr, a, n, write, global);
   }
   if (const Module *m = moduleOf(a)) {
@@ -832,6 +872,7 @@ struct Op {
   int value = 0;
   void (*fn)(void *) = nullptr;
   std::shared_ptr<void> ctx;
+  std::shared_ptr<const Operands> operands; ///< of the runtime launch that enqueued it
 };
 
 } // namespace
@@ -852,7 +893,7 @@ Stream *streamOf(Stream *s) { return s ? s : &gDefaultStream; }
 void runOp(Op &op) {
   switch (op.kind) {
   case Op::Kernel:
-    runLaunch(*op.launch);
+    runLaunch(*op.launch, op.operands.get());
     break;
   case Op::Copy:
     std::memmove(op.dst, op.src, op.bytes);
@@ -868,6 +909,7 @@ void runOp(Op &op) {
 
 void enqueue(Stream *s, Op op) {
   s = streamOf(s);
+  op.operands = gOperands;
   if (s->capture)
     s->capture->ops.push_back(std::move(op));
   else
@@ -910,6 +952,16 @@ int copyAsync(void *dst, const void *src, size_t bytes, int kind, Stream *s) {
                                     describeAddress(reinterpret_cast<uintptr_t>(wantD != dDev ? dst : src)) + ")");
     return cudaErrorInvalidValue;
   }
+  if (gOperands)
+    for (const void *p : {static_cast<const void *>(dst), src})
+      if (auto *al = findAlloc(reinterpret_cast<uintptr_t>(p))) {
+        std::string miss = operandMiss(*gOperands, *al, reinterpret_cast<uintptr_t>(p), bytes);
+        if (!miss.empty()) {
+          fail(cudaErrorInvalidValue, "memcpy of " + std::to_string(bytes) + " bytes at " +
+                                          hex(reinterpret_cast<uintptr_t>(p)) + ": " + miss);
+          return cudaErrorInvalidValue;
+        }
+      }
   // The host side of a device-to-host copy is undefined until the stream is
   // synchronised: poison it, so a read before the sync shows.
   if (!dDev && !streamOf(s)->capture)
@@ -930,6 +982,15 @@ int setAsync(void *dst, int v, size_t bytes, Stream *s) {
                                     hex(reinterpret_cast<uintptr_t>(dst)) + ": not inside one device allocation (" +
                                     describeAddress(reinterpret_cast<uintptr_t>(dst)) + ")");
     return cudaErrorInvalidValue;
+  }
+  if (gOperands) {
+    std::string miss = operandMiss(*gOperands, *findAlloc(reinterpret_cast<uintptr_t>(dst)),
+                                   reinterpret_cast<uintptr_t>(dst), bytes);
+    if (!miss.empty()) {
+      fail(cudaErrorInvalidValue, "memset of " + std::to_string(bytes) + " bytes at " +
+                                      hex(reinterpret_cast<uintptr_t>(dst)) + ": " + miss);
+      return cudaErrorInvalidValue;
+    }
   }
   Op op{Op::Set};
   op.dst = dst;
@@ -964,6 +1025,26 @@ struct StatsWriter {
 //===----------------------------------------------------------------------===//
 // The interface of the fronts (device.h)
 //===----------------------------------------------------------------------===//
+
+/// The runtime names each launch's operands (kernel_abi.h); the work enqueued until
+/// its call with n = 0 is checked against them. An operand of unknown size (0 bytes)
+/// in device memory bounds nothing from its address to its allocation's end.
+extern "C" void ortc_launch_operands(const char *kernel, const char *node, int n, void *const *ptrs,
+                                     const unsigned long long *bytes) {
+  if (n <= 0) {
+    gOperands.reset();
+    return;
+  }
+  auto ops = std::make_shared<Operands>();
+  ops->kernel = kernel ? kernel : "";
+  ops->node = node ? node : "";
+  for (int k = 0; k < n; ++k) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(ptrs[k]);
+    if (auto *al = findAlloc(a))
+      ops->ranges.emplace_back(a, bytes[k] ? size_t(bytes[k]) : al->first + al->second.bytes - a);
+  }
+  gOperands = std::move(ops);
+}
 
 extern "C" void emu_submit(Stream *stream, Launch *l) {
   loadModule(l->module);

@@ -329,7 +329,7 @@ class EmulatorChecks(unittest.TestCase):
             src, out = os.path.join(cls.tmp, "defects-%s.cu" % front), os.path.join(cls.tmp, "defects-" + front)
             with open(src, "w") as f:
                 f.write(prelude + body)
-            run([os.path.join(EMU, driver), src, "-o", out])
+            run([os.path.join(EMU, driver), src, "-o", out, "-I", os.path.join(ROOT, "runtime", "include")])
             cls.programs[front] = out
 
     @classmethod
@@ -353,6 +353,13 @@ class EmulatorChecks(unittest.TestCase):
         self.expect("off-by-one", "reads 4 bytes at")
         self.expect("off-by-one", "0 bytes past the end of allocation #1 (1024 bytes)")
 
+    def test_overrun_into_another_operand_of_the_arena(self):
+        """Inside the arena an off-by-one lands on another tensor's bytes: the operands the
+        runtime names for the launch (ortc_launch_operands) bound it, not the allocation."""
+        self.expect("operand-overrun", "reads 4 bytes at")
+        self.expect("operand-overrun", "offset 1024 of allocation #3, outside every operand of launch "
+                    "'ortc_scale_test' (ONNX node '/layer/Mul') there: [0, 1024), [2048, 3072)")
+
     def test_plain_stores_to_one_word_are_a_global_race(self):
         self.expect("global-race", "race on global memory")
 
@@ -374,6 +381,30 @@ class EmulatorChecks(unittest.TestCase):
     def test_launch_error_names_the_kernel_through_the_runtime(self):
         # The emulator's reports reach the user through ortc-run like a GPU's errors.
         self.expect("off-by-one", "kernel scale (")
+
+    def test_runtime_names_each_launchs_operands(self):
+        """The real runtime passes each launch's operands (the manifest's "bytes" of an arena
+        argument) to the device: with one operand's size understated by half, the fused kernel's
+        writes past it are reported, naming the launch and its ONNX node; as built, it trains."""
+        with tempfile.TemporaryDirectory(prefix="ortc-emu-operands-") as d:
+            art = build(tl.sample_path("mlp"), os.path.join(d, "m.ortc"), "cuda", ["--dim", "batch=4"])
+            feed = os.path.join(d, "feed.npz")
+            np.savez(feed, x=np.random.RandomState(0).rand(4, 32).astype(np.float32), labels=np.zeros(4, np.int64))
+            cmd = [tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1", "--quiet"]
+            run(cmd)
+            path = os.path.join(art, "manifest.json")
+            with open(path) as f:
+                m = json.load(f)
+            launch = next(l for l in m["functions"]["train_step"]["launches"]
+                          if l["op"] == "fused_pointwise" and any(a.get("bytes", 0) > 4 for a in l["args"]))
+            arg = [a for a in launch["args"] if a.get("bytes", 0) > 4][-1]
+            arg["bytes"] //= 2
+            with open(path, "w") as f:
+                json.dump(m, f)
+            p = run(cmd, expect=1)
+            self.assertIn("outside every operand of launch '%s' (ONNX node '%s')" % (launch["kernel"], launch["node"]),
+                          p.stderr)
+            self.assertIn("[%d, %d)" % (arg["arena"], arg["arena"] + arg["bytes"]), p.stderr)
 
 
 if __name__ == "__main__":

@@ -286,12 +286,19 @@ TEST(Runtime, RefusesLaunchArgumentsOutsideTheArtifact) {
   args[0] = {{"arena", 257}};
   a.rehashAndWriteManifest();
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
-  EXPECT_NE(msg.find("outside the arena (offset 257 of 256 bytes)"), std::string::npos) << msg;
-  args[0] = {{"arena", 0}, {"tensor", 0}};
+  EXPECT_NE(msg.find("outside the arena (offset 257, 0 bytes, of 256 bytes)"), std::string::npos) << msg;
+  args[0] = {{"arena", 200}, {"bytes", 64}}; // starts inside, ends past the end
   a.rehashAndWriteManifest();
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
-  EXPECT_NE(msg.find("not exactly one of \"tensor\", \"arena\" or \"value\""), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("outside the arena (offset 200, 64 bytes, of 256 bytes)"), std::string::npos) << msg;
+  for (nlohmann::json bad : {nlohmann::json{{"arena", 0}, {"tensor", 0}}, nlohmann::json{{"tensor", 0}, {"bytes", 4}}}) {
+    args[0] = bad;
+    a.rehashAndWriteManifest();
+    EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_BAD_ARTIFACT);
+    EXPECT_NE(msg.find("not exactly one of \"tensor\", \"arena\" (with its \"bytes\") or \"value\""),
+              std::string::npos)
+        << msg;
+  }
 }
 
 TEST(Runtime, RefusesKernelsOfAnotherAbi) {
