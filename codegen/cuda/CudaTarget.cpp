@@ -9,6 +9,9 @@
 #include "codegen/Artifact.h"
 #include "codegen/gpu/TargetInfo.h"
 
+#include <algorithm>
+#include <string>
+
 
 namespace ortc {
 namespace {
@@ -110,10 +113,22 @@ static bool ortcCublasLtGemm(const T *A, const T *B, T *C, int64_t batch, int64_
 #define ORTC_VENDOR_GEMM ortcCublasLtGemm
 )";
 
+/// "compute_NN" of the newest of `archs` ("sm_NN"): its PTX runs on any later GPU.
+std::string newestPtx(const std::vector<std::string> &archs) {
+  int newest = 0;
+  for (const std::string &a : archs)
+    newest = std::max(newest, std::stoi(a.substr(3)));
+  return "compute_" + std::to_string(newest);
+}
+
 std::vector<std::string> cudaCommands(const std::string &nvcc, const std::vector<std::string> &archs,
                                       const std::string &dir) {
   std::string gencode;
   for (const std::string &a : archs) {
+    if (a.rfind("compute_", 0) == 0) { // PTX, compiled by the driver of a newer GPU
+      gencode += " -gencode arch=" + a + ",code=" + a;
+      continue;
+    }
     std::string n = a.substr(3); // "sm_80" -> "80"
     gencode += " -gencode arch=compute_" + n + ",code=sm_" + n;
   }
@@ -142,16 +157,19 @@ TargetInfo makeCuda() {
   t.vendorCode = kCublasLt;
   t.fileExtension = ".cu";
   t.deviceObject = "kernels.fatbin";
-  t.validArchs = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90"};
+  t.validArchs = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"};
   t.defaultArchs = {"sm_80", "sm_90"};
+  t.portableArch = newestPtx;
   // CUDA C Programming Guide, "Technical Specifications per Compute Capability":
-  // grid y/z 65535, 1024 threads, 48 KiB static shared; opt-in 64/163/99/99/227 KiB.
+  // grid y/z 65535, 1024 threads, 48 KiB static shared; opt-in 64/163/99/99/227/227/99 KiB.
   const unsigned kGridX = 0x7fffffffu;
   t.launchLimits = {{"sm_75", 1024, {kGridX, 65535, 65535}, 48 << 10, 64 << 10},
                     {"sm_80", 1024, {kGridX, 65535, 65535}, 48 << 10, 163 << 10},
                     {"sm_86", 1024, {kGridX, 65535, 65535}, 48 << 10, 99 << 10},
                     {"sm_89", 1024, {kGridX, 65535, 65535}, 48 << 10, 99 << 10},
-                    {"sm_90", 1024, {kGridX, 65535, 65535}, 48 << 10, 227 << 10}};
+                    {"sm_90", 1024, {kGridX, 65535, 65535}, 48 << 10, 227 << 10},
+                    {"sm_100", 1024, {kGridX, 65535, 65535}, 48 << 10, 227 << 10},
+                    {"sm_120", 1024, {kGridX, 65535, 65535}, 48 << 10, 99 << 10}};
   t.compilerEnv = "ORTC_NVCC";
   t.compilerDefault = "/usr/local/cuda/bin/nvcc";
   t.installHint = "install the CUDA 13 toolkit into /usr/local/cuda";

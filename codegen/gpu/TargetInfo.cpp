@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/gpu/TargetInfo.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <sstream>
 #include <unistd.h>
@@ -35,7 +37,7 @@ std::string TargetInfo::prelude() const {
   return s;
 }
 
-bool TargetInfo::resolveArchs(std::vector<std::string> &archs, std::string &error) const {
+bool TargetInfo::resolveArchs(std::vector<std::string> &archs, bool noPortable, std::string &error) const {
   if (archs.empty())
     archs = defaultArchs;
   std::string valid;
@@ -56,6 +58,13 @@ bool TargetInfo::resolveArchs(std::vector<std::string> &archs, std::string &erro
     error = "unknown --arch '" + a + "' for --target " + this->name + " (valid: " + valid + ")";
     return false;
   }
+  std::vector<std::string> unique;
+  for (const std::string &a : archs)
+    if (std::find(unique.begin(), unique.end(), a) == unique.end())
+      unique.push_back(a);
+  archs = unique;
+  if (portableArch && !noPortable)
+    archs.push_back(portableArch(archs));
   return true;
 }
 

@@ -45,6 +45,10 @@ struct TargetInfo {
   std::vector<std::string> validArchs, defaultArchs;
   /// Launch limits of every valid arch (and the archs a device may report beyond them).
   std::vector<LaunchLimits> launchLimits;
+  /// The portable code (PTX) embedded beside the machine code of `archs`, so that a
+  /// newer GPU can compile it when loading (a "compute_NN" entry the commands build
+  /// as such), or "" where the target has none.
+  std::string (*portableArch)(const std::vector<std::string> &archs) = nullptr;
   /// Archs the vendor has but this build refuses, with the reason.
   std::vector<std::pair<std::string, std::string>> refusedArchs;
   /// The device compiler: $<compilerEnv> if set, else compilerDefault (a path, or
@@ -58,8 +62,9 @@ struct TargetInfo {
 
   /// The prelude of a generated file: includes and the seam macros.
   std::string prelude() const;
-  /// Empty `archs` -> defaultArchs. Fails with a message listing the valid archs.
-  bool resolveArchs(std::vector<std::string> &archs, std::string &error) const;
+  /// Empty `archs` -> defaultArchs, then (unless noPortable) the portable arch
+  /// appended. Fails with a message listing the valid archs.
+  bool resolveArchs(std::vector<std::string> &archs, bool noPortable, std::string &error) const;
   /// The device compiler's path, or "" with `error` naming what is missing.
   std::string findCompiler(std::string &error) const;
 };

@@ -66,6 +66,8 @@ struct BuildOptions {
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes
   /// them from --load-params / --load-checkpoint or draws them (--init-seed).
   bool noParams = false;
+  /// cuda: leave out the PTX that newer GPUs compile when loading (machine code only).
+  bool noPtx = false;
 
   // Pipeline control and debugging.
   std::optional<Phase> stopAfter;

@@ -247,9 +247,13 @@ int runBuild(const BuildOptions &options) {
     llvm::errs() << "ortc: error: --cpu is for --target cpu (GPU targets take --arch)\n";
     return 1;
   }
+  if (options.noPtx && options.target != "cuda") {
+    llvm::errs() << "ortc: error: --no-ptx is for --target cuda (PTX is NVIDIA's portable code)\n";
+    return 1;
+  }
   if (gpu) {
     std::string why;
-    if (!gpu->resolveArchs(archs, why)) {
+    if (!gpu->resolveArchs(archs, options.noPtx, why)) {
       llvm::errs() << "ortc: error: " << why << "\n";
       return 1;
     }

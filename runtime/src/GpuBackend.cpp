@@ -44,6 +44,8 @@ bool gpuArchRuns(const std::string &target, const std::string &built, const std:
     return true;
   };
   int bM, bm, dM, dm;
+  if (built.compare(0, 8, "compute_") == 0) // PTX: the driver compiles it for this GPU or a later one
+    return parse("sm_" + built.substr(8), bM, bm) && parse(device, dM, dm) && (dM > bM || (dM == bM && dm >= bm));
   return parse(built, bM, bm) && parse(device, dM, dm) && bM == dM && bm <= dm;
 }
 

@@ -40,7 +40,8 @@ struct GpuApi {
 };
 
 /// Whether code built for `built` runs on a device of arch `device`. CUDA: cubins for
-/// sm_XY run on sm_XZ with Z >= Y (same major); ROCm: the gfx names must be equal.
+/// sm_XY run on sm_XZ with Z >= Y (same major), PTX compute_XY on any sm at or after
+/// XY (the driver compiles it); ROCm: the gfx names must be equal.
 bool gpuArchRuns(const std::string &target, const std::string &built, const std::string &device);
 
 /// The vendor name of a GPU target for messages ("an NVIDIA GPU", "an AMD GPU").

@@ -157,6 +157,18 @@ class MockGpuRuntime(unittest.TestCase):
         p = subprocess.run([ORTC_RUN, "train", gpu, "--data", feed, "--steps", "1", "--quiet"],
                            capture_output=True, text=True, env=dict(ENV, MOCK_GPU_ARCH="sm_92"))
         self.assertEqual(p.returncode, 0, p.stderr)
+        # With the PTX of sm_90 ("compute_90", ortc build's default), any later GPU runs it
+        # (its driver compiles the PTX); an earlier one is still refused.
+        path = os.path.join(gpu, "manifest.json")
+        m = load_json(path)
+        m["arch"] = ["sm_90", "compute_90"]
+        with open(path, "w") as f:
+            json.dump(m, f)
+        for arch, want in (("sm_120", 0), ("sm_100", 0), ("sm_89", 1)):
+            p = subprocess.run([ORTC_RUN, "train", gpu, "--data", feed, "--steps", "1", "--quiet"],
+                               capture_output=True, text=True, env=dict(ENV, MOCK_GPU_ARCH=arch))
+            self.assertEqual(p.returncode, want, "%s: %s" % (arch, p.stderr))
+        self.assertIn("built for sm_90, compute_90, but this GPU is sm_89", p.stderr)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "rocm"}))->default_val("cpu");
   build->add_option("--arch", b.arch,
                     "GPU architectures, comma separated (cuda: sm_75, sm_80, sm_86, sm_89, "
-                    "sm_90; default sm_80,sm_90. rocm: gfx90a, the default)")
+                    "sm_90, sm_100, sm_120; default sm_80,sm_90, plus the PTX of the newest for "
+                    "later GPUs. rocm: gfx90a, the default)")
       ->delimiter(',');
   build->add_option("--cpu", b.cpu,
                     "cpu target: instruction-set level of the kernels, x86-64-v2, x86-64-v3 "
@@ -113,6 +114,9 @@ int main(int argc, char **argv) {
   build->add_flag("--no-params", b.noParams,
                   "Leave the weights out of the artifact (no params.bin), so that it travels "
                   "small; ortc-run then needs --load-params, --load-checkpoint or --init-seed");
+  build->add_flag("--no-ptx", b.noPtx,
+                  "cuda: embed machine code only, without the PTX of the newest --arch that later "
+                  "GPUs (sm_100, sm_120, ...) compile when loading");
   build->add_option("--fusion", b.fusion,
                     "default: fuse ops into generated kernels (pointwise chains with the "
                     "broadcasts they read); none: one kernel per op, for comparison and "
