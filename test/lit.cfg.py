@@ -19,9 +19,10 @@ config.substitutions.append(("%python", os.path.join(config.ortc_src_root, ".ven
 # Generated kernels are compiled through a cache keyed by their source hash, CPU ones at -O1.
 config.environment["ORTC_KERNEL_CACHE"] = os.path.join(config.ortc_obj_root, "kernel-cache")
 config.environment["ORTC_CXX_OPT"] = "-O1"
-# GPU toolchains: nvcc from the CUDA toolkit, Debian's hipcc (scripts/setup.sh installs it).
+# GPU toolchains: nvcc from the CUDA toolkit; for rocm clang-22 with Debian's HIP headers
+# (scripts/setup.sh installs them).
 import shutil
 if os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
     config.available_features.add("nvcc")
-if shutil.which("hipcc"):
-    config.available_features.add("hipcc")
+if shutil.which("clang++-22") and os.path.exists("/usr/include/hip/hip_runtime.h"):
+    config.available_features.add("rocm")

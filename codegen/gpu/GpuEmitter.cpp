@@ -78,7 +78,7 @@ private:
   /// "<rows> blocks x <threads> threads (<what>, warp-shuffle reductions, warp size W)".
   std::string rowShape(int64_t rows, int threads, const std::string &what) const {
     return std::to_string(rows) + " blocks x " + std::to_string(threads) + " threads (" + what +
-           ", warp-shuffle reductions, warp size " + std::to_string(target.warpSize) + ")";
+           ", warp-shuffle reductions, warp size " + target.warpSizeText() + ")";
   }
   std::string lit(double v, const std::string &T) { return cLiteral(v, T, sp); }
   /// Keys a fused kernel reads: parameter name and the launcher's expression.

@@ -31,8 +31,8 @@ const char *gpuKernelLibrarySource();
 /// The artifact build of a GPU target for resolved `archs`: kernels<ext> and
 /// ortc_gpu_kernels.h compiled by the target's device compiler (`compiler`, from
 /// TargetInfo::findCompiler) into kernels.so (host launchers with the device code
-/// embedded) and the device object (CUDA: kernels.fatbin with every arch; ROCm:
-/// kernels.hsaco).
+/// embedded) and the device object (CUDA: kernels.fatbin with every arch and the
+/// PTX; ROCm: kernels.hipfb, the offload bundle of one code object per arch).
 KernelBuild gpuKernelBuild(const TargetInfo &target, const std::string &compiler,
                            const std::vector<std::string> &archs);
 

@@ -8,16 +8,44 @@
 
 #include <algorithm>
 
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 
 namespace ortc {
 
+std::string TargetInfo::warpSizeText() const {
+  std::map<unsigned, std::string> others;
+  for (const LaunchLimits &l : launchLimits)
+    if (l.warpSize && l.warpSize != warpSize)
+      others[l.warpSize] += (others[l.warpSize].empty() ? "" : ", ") + l.arch;
+  std::string s = std::to_string(warpSize);
+  for (const auto &[size, archs] : others)
+    s += "; " + std::to_string(size) + " on " + archs;
+  return s;
+}
+
 std::string TargetInfo::prelude() const {
-  std::string s = "// Target: " + displayName + " (warp size " + std::to_string(warpSize) + ")\n";
+  std::string s = "// Target: " + displayName + " (warp size " + warpSizeText() + ")\n";
+  // The warp size of the arch being compiled (the device compiler defines archMacro
+  // for it); the host pass sees the target's.
+  std::map<unsigned, std::string> cond;
+  for (const LaunchLimits &l : launchLimits)
+    if (l.warpSize && l.warpSize != warpSize) {
+      char macro[64];
+      std::snprintf(macro, sizeof macro, archMacro.c_str(), l.arch.c_str());
+      cond[l.warpSize] += std::string(cond[l.warpSize].empty() ? "" : " || ") + "defined(" + macro + ")";
+    }
+  std::string head = "#if";
+  for (const auto &[size, test] : cond) {
+    s += head + " " + test + "\n#define ORTC_WARP_SIZE " + std::to_string(size) + "\n";
+    head = "#elif";
+  }
+  s += cond.empty() ? "#define ORTC_WARP_SIZE " + std::to_string(warpSize) + "\n"
+                    : "#else\n#define ORTC_WARP_SIZE " + std::to_string(warpSize) + "\n#endif\n";
   s += includes;
-  s += "#define ORTC_WARP_SIZE " + std::to_string(warpSize) + "\n";
   s += "#define ORTC_SHFL_DOWN(v, o) " + shuffleDown + "\n";
   s += "#define ORTC_SHFL_XOR(v, m) " + shuffleXor + "\n";
   s += "#define ORTC_BARRIER() " + barrier + "\n";

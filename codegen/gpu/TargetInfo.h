@@ -27,12 +27,16 @@ struct LaunchLimits {
   unsigned grid[3];           ///< x, y, z
   unsigned staticShared;      ///< bytes of __shared__ per block without opt-in
   unsigned dynamicShared;     ///< bytes per block with the opt-in (all of LDS on AMD)
+  unsigned warpSize = 0;      ///< lanes the code for this arch is compiled for; 0: the target's
 };
 
 struct TargetInfo {
   std::string name;          ///< the --target value: "cuda" or "rocm"
   std::string displayName;   ///< "CUDA", "ROCm/HIP"
-  unsigned warpSize = 32;    ///< 32 (NVIDIA warp) or 64 (CDNA wavefront)
+  unsigned warpSize = 32;    ///< 32 (NVIDIA warp) or 64 (CDNA wavefront); per arch: launchLimits
+  /// The macro the device compiler defines while compiling for an arch, "%s" standing
+  /// for the arch ("__%s__": __gfx1100__); how the prelude picks a per-arch warp size.
+  std::string archMacro;
   std::string includes;      ///< #include lines of the generated file
   std::string shuffleDown;   ///< spelling of a shuffle-down of (v, offset): macro body
   std::string shuffleXor;    ///< spelling of a butterfly shuffle of (v, mask)
@@ -62,6 +66,8 @@ struct TargetInfo {
 
   /// The prelude of a generated file: includes and the seam macros.
   std::string prelude() const;
+  /// "64", or "64; 32 on gfx1100, gfx1201" where some archs differ: for comments.
+  std::string warpSizeText() const;
   /// Empty `archs` -> defaultArchs, then (unless noPortable) the portable arch
   /// appended. Fails with a message listing the valid archs.
   bool resolveArchs(std::vector<std::string> &archs, bool noPortable, std::string &error) const;

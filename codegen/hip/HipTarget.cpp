@@ -1,14 +1,16 @@
 //===- HipTarget.cpp - The AMD side of the GPU target seam ----------------===//
 //
-// Wavefront size 64 (CDNA, gfx90a), mask-free shuffles, the HIP runtime API,
-// rocBLAS when the running machine has it (else ortc's tiled GEMM), and hipcc:
-// kernels.so (host launchers with the code object bundled in) plus the device-only
-// code object kernels.hsaco.
-// gfx942 / gfx1100 need clang >= 17; the Debian hipcc (ROCm 5.2) cannot build them.
+// Wavefront size 64 (CDNA: gfx90a, gfx942, gfx950) or 32 (RDNA: gfx1100, gfx1201),
+// mask-free shuffles, the HIP runtime API, rocBLAS when the running machine has it
+// (else ortc's tiled GEMM), and clang-22: kernels.so (host launchers with the code
+// objects embedded) plus kernels.hipfb, the offload bundle of one code object per arch.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Artifact.h"
 #include "codegen/gpu/TargetInfo.h"
+
+#include <cctype>
+#include <string>
 
 
 namespace ortc {
@@ -95,25 +97,65 @@ static bool ortcRocblasGemm(const T *A, const T *B, T *C, int64_t batch, int64_t
 #define ORTC_VENDOR_GEMM ortcRocblasGemm
 )";
 
-std::vector<std::string> hipCommands(const std::string &hipcc, const std::vector<std::string> &archs,
+/// The ISA version ROCm's device libraries read (__oclc_ISA_version): "gfx<major><minor
+/// hex digit><stepping hex digit>" -> major * 1000 + minor * 100 + stepping (gfx90a: 9010).
+int isaVersion(const std::string &arch) {
+  auto hex = [](char c) { return std::isdigit(c) ? c - '0' : std::tolower(c) - 'a' + 10; };
+  size_t n = arch.size();
+  return std::stoi(arch.substr(3, n - 5)) * 1000 + hex(arch[n - 2]) * 100 + hex(arch[n - 1]);
+}
+
+// clang-22 compiles HIP for every arch LLVM knows, but links ROCm's device libraries
+// (ocml/ockl: math, bit tricks) by arch, and Debian's (ROCm 5.2) stop at gfx940. Those
+// libraries are target-independent LLVM bitcode parameterised by a few constants per
+// arch; the missing constant files (__oclc_ISA_version, and __oclc_daz_opt that the 5.2
+// math reads but clang-22 no longer links) are written here, next to links to
+// Debian's files, so each arch gets the libraries' math. They also carry hip.bc, whose
+// one function (__atomic_work_item_fence, the fence of HIP 5.2's __syncthreads) clang-22
+// no longer links either (weak_odr and a caller, or llvm-link would drop them unused). The offload bundle (one code
+// object per arch) is built once and embedded in kernels.so by the host compile.
+std::vector<std::string> hipCommands(const std::string &clang, const std::vector<std::string> &archs,
                                      const std::string &dir) {
-  std::string offload;
-  for (const std::string &a : archs)
+  std::string d = shellQuote(dir), offload;
+  std::string devlibs =
+      "L=; for b in /usr/lib/*/amdgcn/bitcode /usr/lib/amdgcn/bitcode /opt/rocm/amdgcn/bitcode; do "
+      "[ -f \"$b/ocml.bc\" ] && L=$b && break; done; [ -n \"$L\" ] || { echo 'ROCm device libraries "
+      "(ocml.bc) not found: install Debian'\\''s rocm-device-libs'; exit 1; }; "
+      "LINK=$(command -v llvm-link-22 || command -v llvm-link) || { echo 'llvm-link-22 not found (Debian "
+      "llvm-22)'; exit 1; }; H=; [ -f \"$L/hip.bc\" ] && H=\"$L/hip.bc\"; rm -rf devlibs && mkdir devlibs && "
+      "ln -s \"$L\"/*.bc devlibs/";
+  const char *layout = "e-m:e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-p7:160:256:256:32-"
+                       "p8:128:128:128:48-p9:192:256:256:32-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
+                       "v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9";
+  for (const std::string &a : archs) {
     offload += " --offload-arch=" + a;
-  std::string d = shellQuote(dir);
-  std::string flags = " -std=c++17 -O3 -Wno-unused-result" + offload;
-  // The device-only compile gives a clang offload bundle; unbundle the code object
-  // of the (one) arch with the clang-offload-bundler next to hipcc's clang.
+    std::string name = "oclc_isa_version_" + a.substr(3);
+    devlibs += " && rm -f devlibs/" + name + ".bc && printf '%s\\n' 'target datalayout = \"" + layout +
+               "\"' 'target triple = \"amdgcn-amd-amdhsa\"' '@__oclc_ISA_version = weak_odr protected "
+               "local_unnamed_addr addrspace(4) constant i32 " +
+               std::to_string(isaVersion(a)) +
+               "' '@__oclc_daz_opt = weak_odr protected local_unnamed_addr addrspace(4) constant i8 0' "
+               "'declare void @__atomic_work_item_fence(i32, i32, i32)' "
+               "'define weak_odr hidden void @__ortc_link_fence() {' "
+               "'  call void @__atomic_work_item_fence(i32 0, i32 5, i32 2)' 'ret void' '}' > "
+               "devlibs/" + name + ".ll && \"$LINK\" devlibs/" + name + ".ll $H -o devlibs/" + name + ".bc";
+  }
+  // clang-22 bundles the code objects with clang-offload-bundler by name; Debian ships
+  // it in clang-tools-15 (the bundle format is unchanged).
   std::string bundler =
-      "B=\"${ORTC_OFFLOAD_BUNDLER:-}\"; for c in /usr/lib/llvm-15/bin/clang-offload-bundler "
-      "clang-offload-bundler-15 clang-offload-bundler; do [ -n \"$B\" ] && break; "
-      "B=$(command -v $c || true); done; [ -n \"$B\" ] || { echo 'clang-offload-bundler not "
-      "found (set ORTC_OFFLOAD_BUNDLER)'; exit 1; }; \"$B\"";
+      "B=\"${ORTC_OFFLOAD_BUNDLER:-}\"; for c in /usr/lib/llvm-22/bin/clang-offload-bundler "
+      "/usr/lib/llvm-15/bin/clang-offload-bundler clang-offload-bundler; do [ -n \"$B\" ] && break; "
+      "B=$(command -v $c || true); done; [ -n \"$B\" ] || { echo 'clang-offload-bundler not found (Debian "
+      "clang-tools-15 brings it; or set ORTC_OFFLOAD_BUNDLER)'; exit 1; }; mkdir -p devlibs/bin && ln -sf \"$B\" "
+      "devlibs/bin/clang-offload-bundler && export PATH=\"$PWD/devlibs/bin:$PATH\"";
+  std::string flags = " -x hip -std=c++17 -O3 -Wno-unused-result --rocm-path=/usr --rocm-device-lib-path=devlibs "
+                      "-mcode-object-version=5" + offload;
   return {
-      "cd " + d + " && " + hipcc + flags + " -fPIC -shared kernels.hip -o kernels.so",
-      "cd " + d + " && " + hipcc + flags + " --cuda-device-only -c kernels.hip -o kernels.hipfb",
-      "cd " + d + " && " + bundler + " --type=o --targets=hipv4-amdgcn-amd-amdhsa--" + archs[0] +
-          " --input=kernels.hipfb --output=kernels.hsaco --unbundle && rm -f kernels.hipfb",
+      "cd " + d + " && " + devlibs,
+      "cd " + d + " && " + bundler + " && " + clang + flags + " --cuda-device-only -c kernels.hip -o kernels.hipfb",
+      "cd " + d + " && " + clang + flags +
+          " --cuda-host-only -Xclang -fcuda-include-gpubinary -Xclang kernels.hipfb -fPIC -shared kernels.hip "
+          "-o kernels.so -lamdhip64 && rm -rf devlibs",
   };
 }
 
@@ -122,7 +164,16 @@ TargetInfo makeRocm() {
   t.name = "rocm";
   t.displayName = "ROCm/HIP";
   t.warpSize = 64;
-  t.includes = "#include <hip/hip_runtime.h>\n#include <hip/hip_fp16.h>\n#include <hip/hip_bfloat16.h>\n"
+  t.archMacro = "__%s__";
+  // HIP 5.2's headers read __AMDGCN_WAVEFRONT_SIZE and, in uncalled fp16 helpers, two
+  // declarations of the HIP wrapper of older clangs; clang-22 has neither.
+  t.includes = "#ifndef __AMDGCN_WAVEFRONT_SIZE\n#define __AMDGCN_WAVEFRONT_SIZE ORTC_WARP_SIZE\n#endif\n"
+               "#include <hip/hip_runtime.h>\n"
+               "#if defined(__HIP__) && __clang_major__ >= 20\n"
+               "extern \"C\" __device__ __attribute__((const)) _Float16 __llvm_amdgcn_rcp_f16(_Float16);\n"
+               "extern \"C\" __device__ __attribute__((const)) __2f16 __llvm_amdgcn_rcp_2f16(__2f16);\n"
+               "#endif\n"
+               "#include <hip/hip_fp16.h>\n#include <hip/hip_bfloat16.h>\n"
                "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n";
   t.shuffleDown = "__shfl_down((v), (o))";
   t.shuffleXor = "__shfl_xor((v), (m))";
@@ -131,19 +182,25 @@ TargetInfo makeRocm() {
   t.runtimeApi = kHipRuntime;
   t.vendorCode = kRocblas;
   t.fileExtension = ".hip";
-  t.deviceObject = "kernels.hsaco";
-  t.validArchs = {"gfx90a"};
-  t.defaultArchs = {"gfx90a"};
-  // HIP programming guide (hardware features): 1024 threads, grid dims up to 2^31 - 1,
-  // 64 KiB of LDS per workgroup on CDNA2/3 (static or dynamic alike).
-  t.launchLimits = {{"gfx90a", 1024, {0x7fffffffu, 0x7fffffffu, 0x7fffffffu}, 64 << 10, 64 << 10},
-                    {"gfx942", 1024, {0x7fffffffu, 0x7fffffffu, 0x7fffffffu}, 64 << 10, 64 << 10}};
-  const char *why = "needs clang >= 17 (packages clang-22, lld-22); this build's hipcc "
-                    "(Debian, ROCm 5.2) cannot target it";
-  t.refusedArchs = {{"gfx942", why}, {"gfx1100", why}};
+  t.deviceObject = "kernels.hipfb";
+  t.validArchs = {"gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"};
+  t.defaultArchs = {"gfx90a", "gfx942"};
+  // HIP programming guide (hardware features): 1024 threads, grid dims up to 2^31 - 1;
+  // LDS per workgroup 64 KiB on CDNA2/3 and RDNA3/4, 160 KiB on CDNA4 (static or
+  // dynamic alike). RDNA code objects are wave32 (clang's default there), CDNA wave64.
+  const unsigned g = 0x7fffffffu;
+  t.launchLimits = {{"gfx90a", 1024, {g, g, g}, 64 << 10, 64 << 10},
+                    {"gfx942", 1024, {g, g, g}, 64 << 10, 64 << 10},
+                    {"gfx950", 1024, {g, g, g}, 160 << 10, 160 << 10},
+                    {"gfx1100", 1024, {g, g, g}, 64 << 10, 64 << 10, 32},
+                    {"gfx1201", 1024, {g, g, g}, 64 << 10, 64 << 10, 32}};
+  const char *generic = "the generic targets need code object v6, which ROCm 5.2's HIP runtime and device "
+                        "libraries predate; name the arch";
+  t.refusedArchs = {{"gfx9-4-generic", generic}, {"gfx11-generic", generic}, {"gfx12-generic", generic}};
   t.compilerEnv = "ORTC_HIPCC";
-  t.compilerDefault = "hipcc";
-  t.installHint = "install Debian's hipcc and libamdhip64-dev (scripts/setup.sh does)";
+  t.compilerDefault = "clang++-22";
+  t.installHint = "install Debian's clang-22, lld-22, llvm-22, libamdhip64-dev, rocm-device-libs and "
+                  "clang-tools-15 (scripts/setup.sh does)";
   t.commands = hipCommands;
   return t;
 }

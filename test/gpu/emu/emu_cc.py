@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 # Why: `ortc build --target cuda|rocm` runs the vendor's compiler on the generated
-# file; under the emulator that compiler is this driver (ORTC_NVCC / ORTC_HIPCC /
-# ORTC_OFFLOAD_BUNDLER point at the wrappers CMake writes), so the build, the
+# file; under the emulator that compiler is this driver (ORTC_NVCC / ORTC_HIPCC
+# point at the wrappers CMake writes), so the build, the
 # artifact and the runtime path are the real ones and only the device differs.
 # It preprocesses the exact generated source with the emulator's vendor headers
 # (include/), turns each launch `k<<<grid, block, shared, stream>>>(args)` -- the
 # one piece of CUDA/HIP syntax that is not C++ -- into a call of emu::launch, and
 # compiles the result with clang++ and load/store tracing (the emulator's access
 # checks) into kernels.so linked to libortc_emu.so. The "device object" it writes
-# (kernels.fatbin / the hipcc device-only output) is that rewritten source.
+# (kernels.fatbin / the device-only output, kernels.hipfb) is that rewritten source.
+# HIP builds name their archs (--offload-arch); the emulated one is $ORTC_EMU_ARCH if
+# among them, else the first: an RDNA arch (gfx10 and later) compiles wave32, as
+# clang does, with the arch's macro (__gfx1100__) defined as the device compiler would.
 import argparse
 import hashlib
 import os
@@ -207,7 +210,7 @@ def compile_unit(front, source, output, lib_dir, device_object, link, defines=()
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--front", choices=["cuda", "hip", "bundler"], required=True)
+    ap.add_argument("--front", choices=["cuda", "hip"], required=True)
     ap.add_argument("--lib", required=True, help="folder of libortc_emu.so")
     ns, rest = ap.parse_known_args(argv)
     if rest[:1] == ["--"]:
@@ -217,13 +220,9 @@ def main(argv):
             ns.front, emulator_hash(), subprocess.run([clang(), "--version"], capture_output=True,
                                                       text=True).stdout.splitlines()[0]))
         return 0
-    if ns.front == "bundler":  # clang-offload-bundler --unbundle: the object is the unit
-        opts = dict(a.split("=", 1) for a in rest if a.startswith("--") and "=" in a)
-        shutil.copyfile(opts["--input"], opts["--output"])
-        return 0
     source = output = keep_dir = None
     shared = device_only = False
-    defines, includes = [], []
+    defines, includes, archs = [], [], []
     i = 0
     while i < len(rest):
         a = rest[i]
@@ -233,8 +232,10 @@ def main(argv):
         elif a == "--keep-dir":
             keep_dir = rest[i + 1]
             i += 1
-        elif a in ("-gencode", "-Xcompiler", "--threads"):
+        elif a in ("-gencode", "-Xcompiler", "--threads", "-Xclang", "-x"):
             i += 1
+        elif a.startswith("--offload-arch="):
+            archs.append(a.split("=", 1)[1])
         elif a == "-shared":
             shared = True
         elif a == "--cuda-device-only":
@@ -250,6 +251,10 @@ def main(argv):
     if not source or not output:
         sys.stderr.write("ortc-emu: no source or no -o in: %s\n" % " ".join(rest))
         return 2
+    if ns.front == "hip" and archs:
+        want = os.environ.get("ORTC_EMU_ARCH", "")
+        arch = want if want in archs else archs[0]
+        defines += ["-D__%s__=1" % arch, "-DEMU_WARP_SIZE=%d" % (32 if re.fullmatch(r"gfx1\d{3}", arch) else 64)]
     if device_only:
         return compile_unit(ns.front, source, output, ns.lib, output, None, defines, includes)
     device_object = os.path.join(keep_dir, "kernels.fatbin") if keep_dir else None

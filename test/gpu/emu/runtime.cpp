@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #define EMU_WARP_SIZE 0 // this file is not a front; launches come from the fronts
+#define EMU_HIP_FRONT false
 #include "emu/api.h"
 #include "emu/device.h"
 #include "ortc/kernel_abi.h"
@@ -117,6 +118,16 @@ const Limits *limits(bool hip) {
       return l;
   return nullptr;
 }
+
+/// The wavefront sizes the device's hardware runs: 32 on NVIDIA, 64 on CDNA (gfx9),
+/// 32 or 64 on RDNA (gfx10 and later; the code object says which). As a bit mask:
+/// 32 -> 1, 64 -> 2.
+unsigned hardwareWarps(const std::string &a) {
+  if (a.compare(0, 3, "gfx") != 0)
+    return 1;
+  return a.size() >= 7 ? 3 : 2; // gfx9xx vs gfx1xxx
+}
+int hardwareWarp(const std::string &a) { return hardwareWarps(a) == 2 ? 64 : 32; }
 
 bool deviceVisible() {
   const char *a = std::getenv("ORTC_EMU_ARCH");
@@ -746,7 +757,7 @@ void runLaunch(Launch &l, const Operands *operands) {
   size_t shared = 0;
   for (const Symbol *s : r.sharedUsed)
     shared += s->size;
-  const Limits &lim = *limits(l.warpSize == 64); // checked at the submit
+  const Limits &lim = *limits(l.hip); // checked at the submit
   if (shared > lim.staticShared)
     fail(cudaErrorLaunchFailure, where(l) + " uses " + std::to_string(shared) + " bytes of static shared memory; " +
                                      gArch + " allows " + std::to_string(lim.staticShared));
@@ -1048,7 +1059,7 @@ extern "C" void ortc_launch_operands(const char *kernel, const char *node, int n
 
 extern "C" void emu_submit(Stream *stream, Launch *l) {
   loadModule(l->module);
-  const Limits *found = limits(l->warpSize == 64);
+  const Limits *found = limits(l->hip);
   if (!found) {
     fail(cudaErrorInvalidConfiguration, "cannot launch " + where(*l) + ": " +
                                             (gLimitsTable ? "the target's launch limits do not list " + gArch
@@ -1059,7 +1070,10 @@ extern "C" void emu_submit(Stream *stream, Launch *l) {
   const Limits &lim = *found;
   const unsigned threads = l->block.x * l->block.y * l->block.z;
   std::string why;
-  if (!l->grid.x || !l->grid.y || !l->grid.z || !threads)
+  if (!(hardwareWarps(gArch) & (l->warpSize == 64 ? 2 : 1)))
+    why = "it was compiled for " + std::to_string(l->warpSize) + "-lane warps; " + gArch + " runs " +
+          std::to_string(hardwareWarp(gArch)) + "-lane ones";
+  else if (!l->grid.x || !l->grid.y || !l->grid.z || !threads)
     why = "an empty grid or block";
   else if (threads > lim.threads)
     why = std::to_string(threads) + " threads per block; " + gArch + " allows " + std::to_string(lim.threads);
@@ -1325,7 +1339,7 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int device) {
   std::memset(p, 0, sizeof *p);
   std::snprintf(p->name, sizeof p->name, "ortc emulated %s", arch.c_str());
   std::snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s:sramecc+:xnack-", arch.c_str());
-  p->warpSize = 64;
+  p->warpSize = emu::hardwareWarp(arch); // an RDNA device reports its native wave32
   emu::fillProperties(*p, emu::limits(true));
   return hipSuccess;
 }

@@ -32,13 +32,18 @@ EMU = os.path.join(tl.BUILD, "test", "gpu", "emu")
 STEPS = 5
 TORCH_LOCK = threading.Lock()
 TARGETS = ("cuda", "rocm")
+# Emulated flavours: ortc's --target, extra build flags, the emulator's environment. rdna:
+# the rocm target built for gfx1100 (wave32) and run on an emulated gfx1100.
+FLAVOURS = {"cuda": ("cuda", [], {}), "rocm": ("rocm", [], {}),
+            "rdna": ("rocm", ["--arch", "gfx1100"], {"ORTC_EMU_ARCH": "gfx1100"})}
+# Trained on the rdna flavour too (the samples, and zoo files with other kernels).
+RDNA_ZOO = ("bert.dynamo", "resnet18.dynamo", "lstm.dynamo")
 # Also trained with SGD (momentum, weight decay) and graph replay off.
 SGD_NO_GRAPHS = ("gpt2", "cnn")
 
 
 def emu_env(extra=None):
-    env = dict(tl.ENV, ORTC_NVCC=os.path.join(EMU, "emu-cuda"), ORTC_HIPCC=os.path.join(EMU, "emu-hip"),
-               ORTC_OFFLOAD_BUNDLER=os.path.join(EMU, "emu-bundler"))
+    env = dict(tl.ENV, ORTC_NVCC=os.path.join(EMU, "emu-cuda"), ORTC_HIPCC=os.path.join(EMU, "emu-hip"))
     env.update(extra or {})
     return env
 
@@ -51,8 +56,14 @@ def run(cmd, env=None, expect=0):
     return p
 
 
+def flavour_env(target):
+    return emu_env(FLAVOURS.get(target, (None, [], {}))[2])
+
+
 def build(model, out, target, flags, env=None):
-    run([tl.ORTC, "build", model, "-o", out, "--target", target] + list(flags), env=env)
+    ortc_target, extra, _ = FLAVOURS.get(target, (target, [], {}))
+    run([tl.ORTC, "build", model, "-o", out, "--target", ortc_target] + extra + list(flags),
+        env=env or flavour_env(target))
     return out
 
 
@@ -95,7 +106,7 @@ def sample_case(name, target, opt, graphs=True):
         art = build(model, os.path.join(d, "m.ortc"), target, ["--dim", "batch=4"] + build_args)
         feed = os.path.join(d, "feed.npz")
         np.savez(feed, **tl.feed_of(ref))
-        losses, trained = train(art, feed, lr, d, "run", [] if graphs else ["--no-graphs"])
+        losses, trained = train(art, feed, lr, d, "run", [] if graphs else ["--no-graphs"], env=flavour_env(target))
         coverage = kernel_coverage(art, os.path.join(d, "run-stats.json"))
         upd, upd64, upd32 = {}, {}, {}
         noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
@@ -201,9 +212,10 @@ def zoo_case(entry, target, opt="adamw"):
     res = {"stage": "ok", "error": "", "worst": {}}
     with tempfile.TemporaryDirectory(prefix="ortc-emu-") as d:
         art = os.path.join(d, "m.ortc")
+        ortc_target, extra, _ = FLAVOURS[target]
         p = subprocess.run([tl.ORTC, "build", os.path.join(test_zoo.ZOO, entry["file"] + ".onnx"), "-o", art,
-                            "--target", target] + test_zoo.OPTS[opt] + list(entry["flags"]),
-                           capture_output=True, text=True, env=emu_env())
+                            "--target", ortc_target] + extra + test_zoo.OPTS[opt] + list(entry["flags"]),
+                           capture_output=True, text=True, env=flavour_env(target))
         if p.returncode:
             res.update(stage="build", error=(p.stderr + p.stdout)[-4000:])
             return res
@@ -212,7 +224,7 @@ def zoo_case(entry, target, opt="adamw"):
         np.savez(os.path.join(d, "feed.npz"), **feed)
         try:
             losses, trained = train(art, os.path.join(d, "feed.npz"), entry["lr"][opt], d, "run",
-                                    steps=entry["steps"])
+                                    steps=entry["steps"], env=flavour_env(target))
         except AssertionError as e:
             res.update(stage="train", error=str(e)[-4000:])
             return res
@@ -226,7 +238,8 @@ def zoo_case(entry, target, opt="adamw"):
 
 class EmulatedModels(unittest.TestCase):
     """Every sample and zoo model, 5 AdamW steps on both emulated targets (two samples also
-    with SGD and graph replay off); each artifact's kernels must all run."""
+    with SGD and graph replay off; the samples and three zoo files also on RDNA, wave32);
+    each artifact's kernels must all run."""
     manifest = test_zoo.load_manifest()
     xfail = test_zoo.load_xfail()
     results = {}
@@ -238,6 +251,7 @@ class EmulatedModels(unittest.TestCase):
         cases += [("sample", s, t) for s in tl.SAMPLES for t in TARGETS]
         cases += [("sample-sgd", s, t) for s in SGD_NO_GRAPHS for t in TARGETS]
         cases += [(k, k, t) for k in ("index-ops", "random-ops") for t in TARGETS]
+        cases += [("sample", s, "rdna") for s in tl.SAMPLES] + [("zoo", z, "rdna") for z in RDNA_ZOO]
         cases = [c for c in cases if not only or c[1] in only]
         entries = {e["file"]: e for e in cls.manifest["files"]}
 
@@ -301,9 +315,11 @@ for _e in EmulatedModels.manifest["files"]:
         setattr(EmulatedModels, "test_zoo_%s_%s" % (_e["file"].replace(".", "_"), _t),
                 lambda self, n=_e["file"], t=_t: self.check("zoo", n, t))
 for _s in tl.SAMPLES:
-    for _t in TARGETS:
+    for _t in TARGETS + ("rdna",):
         setattr(EmulatedModels, "test_sample_%s_%s" % (_s, _t),
                 lambda self, n=_s, t=_t: self.check("sample", n, t))
+for _z in RDNA_ZOO:
+    setattr(EmulatedModels, "test_zoo_%s_rdna" % _z.replace(".", "_"), lambda self, n=_z: self.check("zoo", n, "rdna"))
 for _k in ("index-ops", "random-ops"):
     for _t in TARGETS:
         setattr(EmulatedModels, "test_%s_%s" % (_k.replace("-", "_"), _t),
@@ -381,6 +397,21 @@ class EmulatorChecks(unittest.TestCase):
     def test_launch_error_names_the_kernel_through_the_runtime(self):
         # The emulator's reports reach the user through ortc-run like a GPU's errors.
         self.expect("off-by-one", "kernel scale (")
+
+    def test_wave32_code_on_a_wave64_device(self):
+        """An artifact for gfx90a and gfx1100 whose kernels were compiled for gfx1100 (wave32)
+        passes the runtime's arch check on a gfx90a, but the device refuses the launches, as a
+        CDNA GPU cannot run wave32 code; on the gfx1100 it was built for, it trains."""
+        with tempfile.TemporaryDirectory(prefix="ortc-emu-wave-") as d:
+            env = emu_env({"ORTC_EMU_ARCH": "gfx1100"})
+            art = build(tl.sample_path("mlp"), os.path.join(d, "m.ortc"), "rocm",
+                        ["--dim", "batch=4", "--arch", "gfx90a,gfx1100"], env=env)
+            feed = os.path.join(d, "feed.npz")
+            np.savez(feed, x=np.random.RandomState(0).rand(4, 32).astype(np.float32), labels=np.zeros(4, np.int64))
+            cmd = [tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1", "--quiet"]
+            run(cmd, env=env)
+            p = run(cmd, env=emu_env({"ORTC_EMU_ARCH": "gfx90a"}), expect=1)
+            self.assertIn("it was compiled for 32-lane warps; gfx90a runs 64-lane ones", p.stderr)
 
     def test_runtime_names_each_launchs_operands(self):
         """The real runtime passes each launch's operands (the manifest's "bytes" of an arena

@@ -9,6 +9,7 @@
 #define ORTC_EMU_CUDA_RUNTIME_H
 
 #define EMU_WARP_SIZE 32
+#define EMU_HIP_FRONT false
 #define __CUDACC__ 1
 #include "emu/api.h"
 #include "emu/device.h"

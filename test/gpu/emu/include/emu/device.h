@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <utility>
 
-#ifndef EMU_WARP_SIZE
+#if !defined(EMU_WARP_SIZE) || !defined(EMU_HIP_FRONT)
 #error "include cuda_runtime.h or hip/hip_runtime.h of the emulator"
 #endif
 
@@ -69,7 +69,8 @@ struct Launch {
   int line;
   dim3 grid, block;
   size_t dynamicShared;
-  int warpSize;                ///< the front's: 32 (CUDA) or 64 (HIP)
+  int warpSize;                ///< the front's: 32 (CUDA), 64 (HIP on CDNA) or 32 (HIP on RDNA)
+  bool hip;                    ///< the HIP front (its device names a gfx arch)
   void (*invoke)(void *call);  ///< runs the kernel on `call` (one thread's body)
   std::shared_ptr<void> call;  ///< the kernel and its arguments, evaluated once at the launch
   size_t callSize;             ///< its bytes (readable by the kernel, never written)
@@ -100,7 +101,8 @@ inline void launch(const char *kernel, const char *file, int line, dim3 grid, di
                    Stream *stream, F f, A &&...a) {
   using C = Call<std::decay_t<A>...>;
   auto call = std::make_shared<C>(C{f, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
-  Launch l{kernel, file, line, grid, block, shared, EMU_WARP_SIZE, &C::invoke, call, sizeof(C), &moduleAnchor};
+  Launch l{kernel, file, line, grid, block, shared, EMU_WARP_SIZE, EMU_HIP_FRONT, &C::invoke, call, sizeof(C),
+           &moduleAnchor};
   emu_submit(stream, &l);
 }
 
