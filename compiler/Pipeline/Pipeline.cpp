@@ -22,6 +22,7 @@
 #include "ortc/cpu_features.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Support/Timing.h"
@@ -192,12 +193,38 @@ static double peakRssMB() {
   return 0;
 }
 
+/// Where a diagnostic points, as a user reads it: the ONNX node a location names,
+/// a source line, or nothing (the model file, which the message names already).
+static std::string describeLocation(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return "node '" + n.getName().str() + "': ";
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return f.getLine() ? f.getFilename().str() + ":" + std::to_string(f.getLine()) + ": " : "";
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string d = describeLocation(l); !d.empty())
+        return d;
+  return "";
+}
+
 int runBuild(const BuildOptions &options) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
+  // Pass diagnostics speak ortc's format ("ortc: error: ..."), not MLIR's loc(...) one,
+  // and without the IR of the failing op (--dump-after shows IR to those who ask).
+  ctx.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler diagnostics(&ctx, [](Diagnostic &d) {
+    const char *kind = d.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                       : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                        : "note";
+    llvm::errs() << "ortc: " << kind << ": " << describeLocation(d.getLocation()) << d.str() << "\n";
+    for (const Diagnostic &note : d.getNotes())
+      llvm::errs() << "ortc: note: " << describeLocation(note.getLocation()) << note.str() << "\n";
+    return success();
+  });
 
   // Everything a dump request names must be a pass that exists.
   std::set<std::string> dumpPasses(options.dumpAfter.begin(), options.dumpAfter.end());

@@ -151,6 +151,8 @@ public:
   int run() {
     if (o.steps < 0)
       return fail("--steps must be >= 0, got " + std::to_string(o.steps));
+    if (!std::isfinite(o.lr) || o.lr < 0)
+      return fail("--lr must be a finite number >= 0, got " + fmt(o.lr));
     if (o.data.empty())
       return fail("no feed given (--data FEED.npz)");
     ortc_artifact *a = nullptr;

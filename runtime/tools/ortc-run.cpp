@@ -138,8 +138,8 @@ int main(int argc, char **argv) {
         return usageError("--steps needs a non-negative integer, got '" + value + "'");
       o.steps = n;
     } else if (arg == "--lr") {
-      if (!parseDouble(value, o.lr))
-        return usageError("--lr needs a finite number, got '" + value + "'");
+      if (!parseDouble(value, o.lr) || o.lr < 0)
+        return usageError("--lr needs a finite number >= 0, got '" + value + "'");
     } else if (arg == "--seed") {
       if (!parseInt(value, o.seed))
         return usageError("--seed needs an integer, got '" + value + "'");

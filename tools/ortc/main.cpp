@@ -11,24 +11,29 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
 namespace {
 
-/// Parses NAME=N pairs for --dim.
-bool parseDims(const std::vector<std::string> &raw, std::map<std::string, int64_t> &out) {
+/// Parses NAME=N pairs for --dim (N >= 1; a name given twice must agree); "" or the
+/// usage error.
+std::string parseDims(const std::vector<std::string> &raw, std::map<std::string, int64_t> &out) {
   for (const std::string &s : raw) {
     size_t eq = s.find('=');
     char *end = nullptr;
     if (eq == std::string::npos || eq == 0)
-      return false;
+      return "--dim takes NAME=N with N >= 1, got '" + s + "'";
     long long v = std::strtoll(s.c_str() + eq + 1, &end, 10);
-    if (*end || end == s.c_str() + eq + 1 || v < 0)
-      return false;
-    out[s.substr(0, eq)] = v;
+    if (*end || end == s.c_str() + eq + 1 || v < 1)
+      return "--dim takes NAME=N with N >= 1, got '" + s + "'";
+    auto [it, fresh] = out.emplace(s.substr(0, eq), v);
+    if (!fresh && it->second != v)
+      return "--dim " + it->first + " given twice (" + std::to_string(it->second) + " and " +
+             std::to_string(v) + ")";
   }
-  return true;
+  return "";
 }
 
 /// Parses INPUT=AxBxC pairs for --shape.
@@ -44,7 +49,7 @@ bool parseShapes(const std::vector<std::string> &raw,
     while (std::getline(ss, part, 'x')) {
       char *end = nullptr;
       long long v = std::strtoll(part.c_str(), &end, 10);
-      if (part.empty() || *end || v < 0)
+      if (part.empty() || *end || v < 1)
         return false;
       dims.push_back(v);
     }
@@ -61,6 +66,8 @@ int main(int argc, char **argv) {
                "plus a small runtime that runs it."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("ortc ") + ORTC_VERSION + " (LLVM/MLIR " + ORTC_LLVM_VERSION +
+                                        ", ONNX opsets 7-28)");
 
   ortc::BuildOptions b;
   std::vector<std::string> dims, shapes, dumpAfter;
@@ -155,7 +162,17 @@ int main(int argc, char **argv) {
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
   trainCmd->add_option("--data", t.data, "Feed .npz: one array per input (plus labels)")->required();
   trainCmd->add_option("--steps", t.steps, "Number of steps")->default_val(10);
-  trainCmd->add_option("--lr", t.lr, "Learning rate")->default_val(0.01);
+  trainCmd->add_option("--lr", t.lr, "Learning rate")
+      ->default_val(0.01)
+      ->check(CLI::Validator(
+          [](std::string &v) {
+            char *end = nullptr;
+            double x = std::strtod(v.c_str(), &end);
+            return *end || end == v.c_str() || !std::isfinite(x) || x < 0
+                       ? "needs a finite number >= 0, got '" + v + "'"
+                       : std::string();
+          },
+          "FINITE >= 0"));
   trainCmd->add_option("--seed", t.seed, "Dropout seed")->default_val(0);
   trainCmd->add_option("--log-json", t.logJson, "Write one JSON line per step");
   trainCmd->add_option("--save-params", t.saveParams, "Write trained parameters (.npz)");
@@ -177,22 +194,38 @@ int main(int argc, char **argv) {
   trainCmd->add_flag("--no-graphs", t.noGraphs,
                      "GPU: launch every kernel every step (no graph capture and replay)");
 
+  // A first word that is no subcommand: name it (CLI11 would only ask for a subcommand).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App *sub : app.get_subcommands([](CLI::App *) { return true; })) {
+      known |= sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "ortc: usage error: unknown command '" << argv[1] << "' (commands: " << names
+                << ")\nRun 'ortc --help' for usage.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp &e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
   } catch (const CLI::ParseError &e) {
     std::cerr << "ortc: usage error: " << e.what() << "\nRun 'ortc --help' for usage.\n";
     return 2;
   }
-  if (!parseDims(dims, b.dims)) {
-    std::cerr << "ortc: usage error: --dim takes NAME=N with N >= 0\n";
+  if (std::string why = parseDims(dims, b.dims); !why.empty()) {
+    std::cerr << "ortc: usage error: " << why << "\n";
     return 2;
   }
   if (!parseShapes(shapes, b.shapes)) {
-    std::cerr << "ortc: usage error: --shape takes INPUT=AxBxC\n";
+    std::cerr << "ortc: usage error: --shape takes INPUT=AxBxC with every dim >= 1\n";
     return 2;
   }
   if (build->parsed()) {
@@ -208,6 +241,18 @@ int main(int argc, char **argv) {
     b.dumpAfter = dumpAfter;
     if (b.output.empty() && !b.stopAfter && !b.emitMlir) {
       std::cerr << "ortc: usage error: build needs -o OUT (or --stop-after/--emit mlir)\n";
+      return 2;
+    }
+    if ((b.stopAfter || b.emitMlir) && !b.output.empty() &&
+        (b.output.size() >= 5 && b.output.compare(b.output.size() - 5, 5, ".ortc") == 0)) {
+      std::cerr << "ortc: usage error: " << (b.emitMlir ? "--emit mlir" : "--stop-after")
+                << " writes IR to -o, and " << b.output
+                << " names an artifact folder: give the IR file another name (e.g. model.mlir)\n";
+      return 2;
+    }
+    if (b.loss == "none" && b.lossOutput.empty()) {
+      std::cerr << "ortc: usage error: --loss none needs --loss-output NAME (the graph's scalar "
+                   "loss output)\n";
       return 2;
     }
     return ortc::runBuild(b);
