@@ -649,12 +649,21 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
 
   manifest["tensors"] = tensors;
   nlohmann::json fns = nlohmann::json::object();
-  for (const FunctionKernels &f : functions)
+  for (const FunctionKernels &f : functions) {
     fns[f.name] = {{"launches", launches(f)},
                    {"inputs", f.inputs},
                    {"outputs", f.outputs},
                    {"arena_bytes", f.arenaBytes},
                    {"arena_lower_bound", f.arenaLowerBound}};
+    nlohmann::json ranges = nlohmann::json::array();
+    for (const IndexInput &r : f.indexInputs) {
+      ranges.push_back({{"input", r.input}, {"low", r.low}, {"high", r.high}, {"what", r.what}, {"node", r.node}});
+      if (r.ignore)
+        ranges.back()["ignore"] = *r.ignore;
+    }
+    if (!ranges.empty())
+      fns[f.name]["index_inputs"] = std::move(ranges);
+  }
   manifest["functions"] = fns;
   nlohmann::json files = nlohmann::json::object();
   std::vector<std::string> hashed = build.products;

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,10 +69,19 @@ struct Launch {
 };
 
 /// One step function as the runtime sees it.
+/// A step input that an op uses as an index (IndexOperandOpInterface): the values it
+/// may hold, which the runtime checks a feed against before a step.
+struct IndexInput {
+  std::string input, node, what;
+  int64_t low = 0, high = 0; ///< [low, high)
+  std::optional<int64_t> ignore;
+};
+
 struct FunctionKernels {
   std::string name;
   std::vector<Launch> launches;
   std::vector<std::string> inputs, outputs;
+  std::vector<IndexInput> indexInputs;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
 };
 

@@ -804,6 +804,24 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (!resultTied(f, i))
       fk.outputs.push_back(resultName(f, i));
+  // Step inputs that ops use as indices, with the values they may hold.
+  f.walk([&](IndexOperandOpInterface op) {
+    SmallVector<IndexRange> ranges;
+    op.getIndexRanges(ranges);
+    for (const IndexRange &r : ranges) {
+      Value root = outerValue(r.operand);
+      while (auto reshape = root.getDefiningOp<ReshapeOp>())
+        root = outerValue(reshape.getX());
+      auto arg = dyn_cast<BlockArgument>(root);
+      if (!arg || arg.getOwner()->getParentOp() != f.getOperation() || argRole(f, arg.getArgNumber()) != "input")
+        continue;
+      IndexInput in{argName(f, arg.getArgNumber()), nodeName(op->getLoc()), r.what, r.low, r.high, r.ignore};
+      if (llvm::none_of(fk.indexInputs, [&](const IndexInput &o) {
+            return o.input == in.input && o.low == in.low && o.high == in.high && o.ignore == in.ignore;
+          }))
+        fk.indexInputs.push_back(in);
+    }
+  });
   kernelName = kNamePlaceholder;
   for (Operation &op : f.getBody().front()) {
     if (isa<ConstantOp, WeightOp, ReshapeOp>(op))

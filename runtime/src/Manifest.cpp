@@ -84,11 +84,19 @@ struct Rules {
                                                {"node", &anyString},
                                                {"op", &anyString}});
   Rule launchList = arrayRule(&launch);
+  Rule indexInput = objectRule({"input", "low", "high"}, {{"input", &nonEmpty},
+                                                          {"low", &anyInt},
+                                                          {"high", &anyInt},
+                                                          {"ignore", &anyInt},
+                                                          {"what", &anyString},
+                                                          {"node", &anyString}});
+  Rule indexInputs = arrayRule(&indexInput);
   Rule function = objectRule({"launches", "inputs", "outputs"}, {{"launches", &launchList},
                                                                 {"inputs", &nameList},
                                                                 {"outputs", &nameList},
                                                                 {"arena_bytes", &count},
-                                                                {"arena_lower_bound", &count}});
+                                                                {"arena_lower_bound", &count},
+                                                                {"index_inputs", &indexInputs}});
   // Top level.
   Rule format = stringRule();
   Rule version = intRule({}, kFormatVersion);
@@ -110,6 +118,7 @@ struct Rules {
     initOmitted.ref = "initOmitted";
     launchArg.ref = "launchArg";
     launch.ref = "launch";
+    indexInput.ref = "indexInput";
     function.ref = "function";
     format.constString = "ortc-artifact";
     functions = objectRule({"train_step"}, {});
@@ -406,6 +415,21 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     }
     f.inputs = strings(it.value()["inputs"]);
     f.outputs = strings(it.value()["outputs"]);
+    for (const auto &r : it.value().value("index_inputs", nlohmann::json::array())) {
+      IndexInputDesc d;
+      d.input = r["input"].get<std::string>();
+      d.low = r["low"].get<int64_t>();
+      d.high = r["high"].get<int64_t>();
+      d.what = r.value("what", std::string("indices"));
+      d.node = r.value("node", std::string());
+      d.hasIgnore = r.contains("ignore");
+      d.ignore = r.value("ignore", int64_t(0));
+      if (!m.byName.count(d.input)) {
+        error = where + ": \"index_inputs\" names '" + d.input + "', which is not a tensor";
+        return ManifestError::Invalid;
+      }
+      f.indexInputs.push_back(std::move(d));
+    }
     for (const auto *list : {&f.inputs, &f.outputs})
       for (const std::string &name : *list)
         if (!m.byName.count(name)) {

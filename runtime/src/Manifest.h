@@ -93,9 +93,18 @@ struct LaunchDesc {
   std::string node, op; ///< optional: the ONNX node and op the launch runs
 };
 
+/// A step input used as an index: its values must lie in [low, high) or equal ignore.
+struct IndexInputDesc {
+  std::string input, what, node;
+  int64_t low = 0, high = 0;
+  bool hasIgnore = false;
+  int64_t ignore = 0;
+};
+
 struct FunctionDesc {
   std::vector<LaunchDesc> launches;
   std::vector<std::string> inputs, outputs;
+  std::vector<IndexInputDesc> indexInputs;
 };
 
 struct Manifest {

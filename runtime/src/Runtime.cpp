@@ -418,6 +418,42 @@ struct ortc_session {
     }
   }
   ortc_status pullAll(unsigned roles);
+  /// Every element of the function's index inputs (manifest "index_inputs": class
+  /// labels, token ids) within its range, else an error naming the input, the
+  /// element, its value and the valid range: the kernels would compute NaN from it.
+  ortc_status checkIndexInputs(const ortc::FunctionDesc &f, const std::string &function) const {
+    for (const ortc::IndexInputDesc &r : f.indexInputs) {
+      size_t i = m().byName.at(r.input);
+      const TensorDesc &t = m().tensors[i];
+      size_t width = t.dtype == "i64" ? 8 : t.dtype == "i32" ? 4 : 0;
+      if (!width || !bufs[i])
+        continue;
+      const char *p = static_cast<const char *>(bufs[i]);
+      for (int64_t k = 0; k < t.numel; ++k) {
+        int64_t v = 0;
+        if (width == 8) {
+          std::memcpy(&v, p + k * 8, 8);
+        } else {
+          int32_t w;
+          std::memcpy(&w, p + k * 4, 4);
+          v = w;
+        }
+        if ((v >= r.low && v < r.high) || (r.hasIgnore && v == r.ignore))
+          continue;
+        std::string at;
+        for (int64_t d = int64_t(t.shape.size()) - 1, rest = k; d >= 0; --d) {
+          at = std::to_string(rest % t.shape[size_t(d)]) + (at.empty() ? "" : ", ") + at;
+          rest /= t.shape[size_t(d)];
+        }
+        return fail(ORTC_ERR_INVALID_ARGUMENT,
+                    function + ": input '" + r.input + "'[" + at + "] = " + std::to_string(v) +
+                        " is out of range: " + (r.node.empty() ? "" : "node '" + r.node + "' takes ") + r.what +
+                        " in [" + std::to_string(r.low) + ", " + std::to_string(r.high) + ")" +
+                        (r.hasIgnore ? " or " + std::to_string(r.ignore) + " (ignored)" : ""));
+      }
+    }
+    return ORTC_OK;
+  }
   ortc_status runGpu(const std::string &function, const std::vector<void *> &kernels);
 };
 
@@ -836,6 +872,8 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
     if (!s->bound[s->m().byName.at(in)])
       return fail(ORTC_ERR_INVALID_ARGUMENT,
                   std::string(function) + ": input '" + in + "' was never bound (ortc_bind_input)");
+  if (ortc_status st = s->checkIndexInputs(fn->second, function))
+    return st;
   const std::vector<void *> &kernels = s->art->kernels.at(function);
   if (s->art->gpu)
     return guarded([&] { return s->runGpu(function, kernels); });

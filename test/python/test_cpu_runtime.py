@@ -202,6 +202,42 @@ class NoParams(unittest.TestCase):
             self.assertLess(a[-1], a[0])  # it trains
 
 
+class IndexRanges(unittest.TestCase):
+    def test_out_of_range_labels_and_token_ids_are_named(self):
+        """A class label outside [0, C) (99, -5) or a token id outside the embedding's rows
+        stops the run before its step, naming the input, the element, its value and the valid
+        range (as PyTorch's "Target 99 is out of bounds"); the ignore_index -100 trains."""
+        with TempDir() as d:
+            mlp, gpt = os.path.join(d, "mlp.ortc"), os.path.join(d, "gpt.ortc")
+            run([ORTC, "build", sample_path("mlp"), "-o", mlp, "--dim", "batch=4"])
+            run([ORTC, "build", sample_path("gpt2"), "-o", gpt, "--dim", "batch=2"])
+            rng = np.random.RandomState(0)
+            x = rng.randn(4, 32).astype(np.float32)
+
+            def train(art, feed, **arrays):
+                path = os.path.join(d, "feed.npz")
+                np.savez(path, **arrays)
+                return subprocess.run([ORTC_RUN, "train", art, "--data", path, "--steps", "2", "--quiet"],
+                                      capture_output=True, text=True, env=ENV)
+
+            for bad, at in ((99, 2), (-5, 0)):
+                labels = np.array([1, 2, 3, 4], np.int64)
+                labels[at] = bad
+                p = train(mlp, "feed", x=x, labels=labels)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("train_step: input 'labels'[%d] = %d is out of range: node 'loss' takes class "
+                              "labels in [0, 10) or -100 (ignored)" % (at, bad), p.stderr)
+                self.assertNotIn("not finite", p.stderr)
+            p = train(mlp, "feed", x=x, labels=np.array([1, -100, 3, 4], np.int64))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            ids = rng.randint(0, 64, (2, 16)).astype(np.int64)
+            ids[1, 7] = 64
+            p = train(gpt, "feed", input_ids=ids, labels=rng.randint(0, 64, (2, 16)).astype(np.int64))
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("input 'input_ids'[1, 7] = 64 is out of range: node '/wte/Gather' takes indices in "
+                          "[-64, 64)", p.stderr)
+
+
 class NonFinite(unittest.TestCase):
     def test_skip_and_stop(self):
         """A batch holding a NaN: `--on-nonfinite skip` logs that step as not finite and goes

@@ -15,6 +15,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 namespace ortc {
 /// How an op joins a generated kernel (FusionOpInterface).
 enum class FusionRole {
@@ -26,6 +28,15 @@ enum class FusionRole {
   /// one op of many alike over different tensors with shared scalars (optimizer
   /// updates): one kernel runs them all over their elements as one index space
   MultiTensor,
+};
+
+/// The values an index operand may hold (IndexOperandOpInterface): [low, high), and
+/// `ignore` where the op skips that one value (a loss's ignore_index).
+struct IndexRange {
+  mlir::Value operand;
+  int64_t low = 0, high = 0;
+  std::optional<int64_t> ignore;
+  const char *what = "indices"; ///< "class labels", "indices"
 };
 } // namespace ortc
 

@@ -43,4 +43,18 @@ def Ortc_FusionOpInterface : OpInterface<"FusionOpInterface"> {
   ];
 }
 
+def Ortc_IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
+  let cppNamespace = "::ortc";
+  let description = [{
+    Integer operands whose values index something (class labels, gather indices) and
+    the values they may hold. The artifact records the ranges of those that are step
+    inputs, so that the runtime can name an out-of-range element of a feed (its input,
+    position, value and the valid range) before a step computes garbage from it.
+  }];
+  let methods = [
+    InterfaceMethod<"Appends each index operand with its valid values.", "void", "getIndexRanges",
+      (ins "::llvm::SmallVectorImpl<::ortc::IndexRange> &":$ranges)>
+  ];
+}
+
 #endif // ORTC_INTERFACES_TD

@@ -232,6 +232,13 @@ LogicalResult PadOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 
 //===-- gather ------------------------------------------------------------===//
 
+void GatherOp::getIndexRanges(SmallVectorImpl<IndexRange> &ranges) {
+  auto data = cast<RankedTensorType>(getData().getType());
+  int64_t axis = getAxis() < 0 ? getAxis() + data.getRank() : getAxis();
+  int64_t n = data.getDimSize(axis); // negative indices count from the end
+  ranges.push_back({getIndices(), -n, n, std::nullopt, "indices"});
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto data = cast<RankedTensorType>(adaptor.getData().getType());

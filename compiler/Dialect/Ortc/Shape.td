@@ -73,7 +73,8 @@ def Ortc_PadOp : Ortc_ShapeOp<"pad", [InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Ortc_GatherOp : Ortc_ShapeOp<"gather", [InferTypeOpAdaptor]> {
+def Ortc_GatherOp : Ortc_ShapeOp<"gather", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Ortc_IndexOperandOpInterface>]> {
   let summary = "ONNX Gather along `axis` (negative indices count from the end)";
   let arguments = (ins Ortc_Tensor:$data, Ortc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Ortc_Tensor:$result);

@@ -14,6 +14,14 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+void SoftmaxCrossEntropyOp::getIndexRanges(SmallVectorImpl<IndexRange> &ranges) {
+  int64_t classes = cast<RankedTensorType>(getLogits().getType()).getDimSize(1);
+  std::optional<int64_t> ignore;
+  if (auto i = getIgnoreIndex())
+    ignore = *i;
+  ranges.push_back({getLabels(), 0, classes, ignore, "class labels"});
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
   auto logits = getLogits().getType();
   auto labels = getLabels().getType();

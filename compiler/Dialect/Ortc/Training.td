@@ -6,7 +6,8 @@
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
 def Ortc_SoftmaxCrossEntropyOp : Ortc_Op<"softmax_cross_entropy", [Pure,
-    InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Ortc_IndexOperandOpInterface>]> {
   let summary = "Mean cross-entropy of logits [N,C] against labels [N] (PyTorch semantics)";
   let description = [{
     `reduction` is "mean" (over rows whose label is not `ignore_index`) or "sum".
