@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
   build->add_option("--arch", b.arch,
                     "GPU architectures, comma separated (cuda: sm_75, sm_80, sm_86, sm_89, "
                     "sm_90, sm_100, sm_120; default sm_80,sm_90, plus the PTX of the newest for "
-                    "later GPUs. rocm: gfx90a, the default)")
+                    "later GPUs. rocm: gfx90a, gfx942, gfx950, gfx1100, gfx1201; default "
+                    "gfx90a,gfx942)")
       ->delimiter(',');
   build->add_option("--cpu", b.cpu,
                     "cpu target: instruction-set level of the kernels, x86-64-v2, x86-64-v3 "
