@@ -444,8 +444,10 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
 }
 
 /// Writes params.bin (the initial values, in manifest order) a tensor at a time,
-/// hashing it on the way; fills each tensor's "init" range. With `omit` (--no-params)
-/// writes nothing and marks those tensors "init_omitted".
+/// straight from where the importer left them (mostly views of the mapped model), and
+/// hashes the same bytes on a second thread meanwhile; fills each tensor's "init"
+/// range. With `omit` (--no-params) writes nothing and marks those tensors
+/// "init_omitted".
 bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json &tensors, bool omit,
                   std::string &sha, std::string &error) {
   if (omit) {
@@ -454,20 +456,26 @@ bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json
         tensors[i]["init_omitted"] = {{"bytes", init->bytes.size()}};
     return true;
   }
-  std::ofstream f(path, std::ios::binary);
-  Sha256 hash;
+  std::vector<std::string_view> parts;
   uint64_t offset = 0;
   for (size_t i = 0; i < table.tensors().size(); ++i) {
     const TensorInfo &t = table.tensors()[i];
     if (!t.init)
       continue;
-    const std::string &bytes = t.init->bytes;
-    tensors[i]["init"] = {{"offset", offset}, {"bytes", bytes.size()}};
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    hash.update(bytes.data(), bytes.size());
-    offset += bytes.size();
+    parts.push_back(t.init->bytes.view());
+    tensors[i]["init"] = {{"offset", offset}, {"bytes", parts.back().size()}};
+    offset += parts.back().size();
   }
+  Sha256 hash;
+  std::thread hasher([&] {
+    for (std::string_view v : parts)
+      hash.update(v.data(), v.size());
+  });
+  std::ofstream f(path, std::ios::binary);
+  for (std::string_view v : parts)
+    f.write(v.data(), std::streamsize(v.size()));
   f.flush();
+  hasher.join();
   if (!f) {
     error = "cannot write " + path.string();
     return false;

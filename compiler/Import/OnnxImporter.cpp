@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportContext.h"
+#include "compiler/Import/ModelMapping.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Verifier.h"
@@ -223,13 +224,23 @@ private:
   const ImportOptions &options;
   onnx::ModelProto model;
   std::vector<std::string> problems;
+  /// A binary model's file, mapped: the initializers' raw data stays there
+  /// (`regions[i]` for the graph's i-th initializer), out of the parsed message.
+  std::shared_ptr<const FileMapping> mapping;
+  std::vector<RawDataRegion> regions;
+  /// External data files, mapped once each (by resolved path).
+  std::map<std::string, std::shared_ptr<const FileMapping>> externalFiles;
 
   bool parse();
   void contractCheck(std::map<std::string, std::vector<int64_t>> &inputShapes);
   bool topoSort(std::vector<const onnx::NodeProto *> &order);
-  /// Moves `t`'s raw data (if any) into `out`: the model keeps no second copy.
-  bool readInitializer(onnx::TensorProto &t, WeightData &out);
-  bool readExternal(const onnx::TensorProto &t, int64_t expected, std::string &out);
+  /// Reads the graph's `index`-th initializer `t` into `out`: raw data as a view of the
+  /// mapped file (or moved out of the message), typed fields converted.
+  bool readInitializer(onnx::TensorProto &t, size_t index, WeightData &out);
+  bool readExternal(const onnx::TensorProto &t, int64_t expected, WeightBytes &out);
+  /// Parses the mapped binary model without its initializers' raw data; false if the
+  /// file cannot be mapped or is not well-formed wire format (then parsed as a stream).
+  bool parseMapped();
   std::string modelDir() const;
 };
 
@@ -291,6 +302,8 @@ bool Importer::parse() {
     google::protobuf::TextFormat::Parser parser;
     parser.RecordErrorsTo(&collector);
     ok = parser.ParseFromString(bytes, &model);
+  } else if (parseMapped()) {
+    ok = true;
   } else {
     // Parsed straight from the file in 1 MB reads: a 500 MB model is held once (in
     // the parsed message, whose raw data then moves into the WeightStore), never
@@ -483,8 +496,28 @@ bool Importer::topoSort(std::vector<const onnx::NodeProto *> &order) {
   return true;
 }
 
+bool Importer::parseMapped() {
+  std::string error;
+  mapping = FileMapping::open(path, error);
+  std::string stripped;
+  if (mapping && stripInitializerData(mapping->data(), mapping->size(), stripped, regions)) {
+    google::protobuf::io::CodedInputStream in(
+        reinterpret_cast<const uint8_t *>(stripped.data()), int(stripped.size()));
+    in.SetRecursionLimit(64);
+    model.Clear();
+    if (stripped.size() < size_t(INT_MAX) && model.ParseFromCodedStream(&in) &&
+        in.ConsumedEntireMessage() &&
+        size_t(model.graph().initializer_size()) == regions.size())
+      return true;
+  }
+  model.Clear();
+  mapping.reset();
+  regions.clear();
+  return false;
+}
+
 bool Importer::readExternal(const onnx::TensorProto &t, int64_t expected,
-                            std::string &out) {
+                            WeightBytes &out) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
@@ -522,14 +555,21 @@ bool Importer::readExternal(const onnx::TensorProto &t, int64_t expected,
                        std::to_string(expected) + " bytes)");
     return false;
   }
-  std::ifstream f(file, std::ios::binary);
-  out.resize(length);
-  f.seekg(offset);
-  f.read(out.data(), length);
-  if (!f) {
-    problems.push_back(where + ": read failed");
+  if (length == 0) {
+    out = WeightBytes();
+    return true;
+  }
+  std::shared_ptr<const FileMapping> &mapped = externalFiles[realFile];
+  std::string error;
+  if (!mapped && !(mapped = FileMapping::open(realFile, error))) {
+    problems.push_back(where + ": " + error);
     return false;
   }
+  if (uint64_t(offset + length) > mapped->size()) {
+    problems.push_back(where + ": the file shrank while it was read");
+    return false;
+  }
+  out = WeightBytes(mapped, mapped->data() + offset, size_t(length));
   return true;
 }
 
@@ -542,7 +582,7 @@ void appendAs(std::string &out, const Src &values) {
   }
 }
 
-bool Importer::readInitializer(onnx::TensorProto &t, WeightData &out) {
+bool Importer::readInitializer(onnx::TensorProto &t, size_t index, WeightData &out) {
   out.dtype = dtypeName(t.data_type());
   int64_t n = 1;
   for (int64_t d : t.dims()) {
@@ -556,19 +596,24 @@ bool Importer::readInitializer(onnx::TensorProto &t, WeightData &out) {
   int64_t expected = n * dtypeSize(out.dtype);
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return readExternal(t, expected, out.bytes);
-  if (t.has_raw_data()) {
-    out.bytes = std::move(*t.mutable_raw_data());
+  if (index < regions.size() && regions[index].present) {
+    const RawDataRegion &r = regions[index];
+    out.bytes = WeightBytes(mapping, mapping->data() + r.offset, r.size);
+  } else if (t.has_raw_data()) {
+    out.bytes = WeightBytes(std::move(*t.mutable_raw_data()));
   } else {
+    std::string typed;
     switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT: appendAs<decltype(t.float_data()), float>(out.bytes, t.float_data()); break;
-    case onnx::TensorProto::DOUBLE: appendAs<decltype(t.double_data()), double>(out.bytes, t.double_data()); break;
-    case onnx::TensorProto::INT64: appendAs<decltype(t.int64_data()), int64_t>(out.bytes, t.int64_data()); break;
-    case onnx::TensorProto::INT32: appendAs<decltype(t.int32_data()), int32_t>(out.bytes, t.int32_data()); break;
-    case onnx::TensorProto::BOOL: appendAs<decltype(t.int32_data()), uint8_t>(out.bytes, t.int32_data()); break;
+    case onnx::TensorProto::FLOAT: appendAs<decltype(t.float_data()), float>(typed, t.float_data()); break;
+    case onnx::TensorProto::DOUBLE: appendAs<decltype(t.double_data()), double>(typed, t.double_data()); break;
+    case onnx::TensorProto::INT64: appendAs<decltype(t.int64_data()), int64_t>(typed, t.int64_data()); break;
+    case onnx::TensorProto::INT32: appendAs<decltype(t.int32_data()), int32_t>(typed, t.int32_data()); break;
+    case onnx::TensorProto::BOOL: appendAs<decltype(t.int32_data()), uint8_t>(typed, t.int32_data()); break;
     case onnx::TensorProto::FLOAT16:
-    case onnx::TensorProto::BFLOAT16: appendAs<decltype(t.int32_data()), uint16_t>(out.bytes, t.int32_data()); break;
+    case onnx::TensorProto::BFLOAT16: appendAs<decltype(t.int32_data()), uint16_t>(typed, t.int32_data()); break;
     default: break;
     }
+    out.bytes = WeightBytes(std::move(typed));
   }
   if ((int64_t)out.bytes.size() != expected) {
     problems.push_back("initializer '" + t.name() + "': " +
@@ -675,13 +720,14 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
   // Initializers: globals plus a host copy for import-time folding of shape inputs.
   const auto &g = model.graph();
   std::map<std::string, std::string> torchKinds = torchInputKinds(g);
-  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
+  for (int index = 0; index < g.initializer_size(); ++index) {
+    onnx::TensorProto &t = *model.mutable_graph()->mutable_initializer(index);
     if (ic.values.count(t.name())) {
       problems.push_back("initializer '" + t.name() + "' is defined twice");
       continue;
     }
     WeightData w;
-    if (!readInitializer(t, w))
+    if (!readInitializer(t, size_t(index), w))
       continue;
     auto type = RankedTensorType::get(w.shape, elementTypeOf(ctx, t.data_type()));
     auto global = GlobalOp::create(b, NameLoc::get(b.getStringAttr(t.name()), fileLoc),

@@ -13,16 +13,43 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ortc {
 
+/// An initializer's bytes: owned, or a view into the read-only mapping of the model
+/// file that holds them (a binary model's raw data is never copied; the mapping lives
+/// as long as a view of it).
+class WeightBytes {
+public:
+  WeightBytes() = default;
+  WeightBytes(std::string owned) : owned(std::move(owned)) {}
+  WeightBytes(std::shared_ptr<const void> keepAlive, const char *data, size_t size)
+      : keepAlive(std::move(keepAlive)), viewData(data), viewSize(size) {}
+
+  const char *data() const { return keepAlive ? viewData : owned.data(); }
+  size_t size() const { return keepAlive ? viewSize : owned.size(); }
+  bool empty() const { return size() == 0; }
+  const char *begin() const { return data(); }
+  const char *end() const { return data() + size(); }
+  std::string_view view() const { return {data(), size()}; }
+
+private:
+  std::string owned;
+  std::shared_ptr<const void> keepAlive; ///< set for a view
+  const char *viewData = nullptr;
+  size_t viewSize = 0;
+};
+
 /// The data of one weight, as raw little-endian bytes in the global's element type.
+/// A view's bytes need not be aligned for the element type: read them with memcpy.
 struct WeightData {
   std::vector<int64_t> shape;
   std::string dtype; ///< "f32", "f64", "i64", "i32", "bool", "f16", "bf16"
-  std::string bytes; ///< a string so that an initializer's raw_data moves in, uncopied
+  WeightBytes bytes;
 };
 
 /// Weights by symbol name (the ONNX initializer name).

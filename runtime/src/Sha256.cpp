@@ -62,6 +62,7 @@ __attribute__((target("sha,sse4.1,ssse3"))) void blocksShaNi(uint32_t h[8], cons
   s1 = _mm_blend_epi16(s1, t, 0xF0);
   for (; n; --n, p += 64) {
     __m128i abef = s0, cdgh = s1, w[4];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) { // w[(i + j) & 3] holds W[i - 4 + j] (4 words each)
       __m128i m;
       if (i < 4) {
