@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Artifact.h"
+#include "codegen/PrebuiltKernels.h"
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
@@ -127,6 +128,14 @@ std::string readFile(const fs::path &path) {
 
 /// The artifact's copy of runtime/include/ortc/kernel_abi.h, which the source includes.
 constexpr const char *kKernelAbiName = "ortc_kernel_abi.h";
+
+/// The source of a build's library object (KernelBuild::libraryObject): the library
+/// header, instantiated.
+constexpr const char *kLibraryUnitName = "ortc_kernels_lib.cpp";
+constexpr const char *kLibraryUnitSource =
+    "// The float instantiations of the kernel library that every unit links\n"
+    "// (compiled with -DORTC_KERN_INSTANTIATE; see the end of ortc_kernels.h).\n"
+    "#include \"ortc_kernels.h\"\n";
 
 /// A function's step program:
 /// [{"kernel": name, "args": [{"tensor": i} | {"arena": offset, "bytes": n} | {"value": v}]}].
@@ -301,6 +310,37 @@ std::string precompiledHeaderKey(const KernelBuild &build) {
   return sha256Hex(headersAndCompiler(build) + "\nprecompiled header");
 }
 
+/// The cache key of `build`'s library object.
+std::string libraryObjectKey(const KernelBuild &build) {
+  return sha256Hex(headersAndCompiler(build) + "\nlibrary object");
+}
+
+/// Puts `build`'s library object at `dir`/libraryObject: from the cache, else the copy
+/// ortc carries prebuilt, else compiled (from kLibraryUnitName, already there) and
+/// cached. `how` says which; false (and `error`) if it fails to compile.
+bool provideLibraryObject(const KernelBuild &build, KernelCache &cache, const fs::path &dir,
+                          PackageStats::Unit &how, std::string &error) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string key = libraryObjectKey(build);
+  how = {build.libraryObject, true, 0};
+  if (cache.fetchObject(key, dir / build.libraryObject))
+    return true;
+  how.cached = false;
+  if (build.prebuiltLibraryObject) {
+    how.prebuilt = true;
+    return writeFile(dir / build.libraryObject,
+                     std::string(reinterpret_cast<const char *>(build.prebuiltLibraryObject),
+                                 build.prebuiltLibraryObjectSize),
+                     error);
+  }
+  if (!runCompileCommands({build.compileLibraryObject(dir.string())}, dir.string(),
+                          "compiling the kernel library", error, "library.log"))
+    return false;
+  how.compileMs = msSince(t0);
+  cache.storeObject(key, dir / build.libraryObject);
+  return true;
+}
+
 /// `source` without its whole-line `//` comments. A unit's object depends on its
 /// code only, and a kernel's opening comment lists every node that launches it:
 /// a model whose one layer changed takes launches away from kernels whose code
@@ -383,6 +423,16 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
       }
     }
     size_t first = stats.units.size() - names.size(); // the units' entries in stats
+    // The library object beside the units (a thread of its own: only another
+    // compiler or other flags than ortc's prebuilt copies have to compile it).
+    PackageStats::Unit libraryUnit;
+    std::string libraryError;
+    bool libraryOk = true;
+    std::thread library;
+    if (!build.libraryObject.empty())
+      library = std::thread([&] {
+        libraryOk = provideLibraryObject(build, cache, dir, libraryUnit, libraryError);
+      });
     std::atomic<size_t> next{0}, done{0};
     std::mutex failMutex;
     std::string firstError;
@@ -416,6 +466,13 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
     worker();
     for (std::thread &t : pool)
       t.join();
+    if (library.joinable()) {
+      library.join();
+      stats.units.push_back(libraryUnit);
+      objs.push_back(build.libraryObject);
+      if (!libraryOk && firstError.empty())
+        firstError = libraryError;
+    }
     if (progress && msSince(t0) > 2000)
       std::fprintf(stderr, "\n");
     if (!firstError.empty()) {
@@ -526,9 +583,9 @@ KernelBuild cpuKernelBuild(const std::string &level,
   const char *cxx = std::getenv("CXX");
   std::string compiler = cxx && *cxx ? cxx : "c++";
   const char *opt = std::getenv("ORTC_CXX_OPT");
-  std::string flags = std::string("-std=c++17 ") + (opt && *opt ? opt : "-O2") +
-                      " -march=" + level +
-                      " -fno-math-errno -fno-trapping-math -fPIC -fopenmp -DORTC_KERN_DNNL";
+  std::string flags = std::string(ORTC_KERNEL_FLAGS_PREFIX) + " " +
+                      (opt && *opt ? opt : ORTC_KERNEL_OPT) + " -march=" + level + " " +
+                      ORTC_KERNEL_FLAGS_SUFFIX;
   std::string linkFlags = "-shared -fopenmp";
   KernelBuild b;
   b.unitStem = "kernels";
@@ -536,7 +593,8 @@ KernelBuild cpuKernelBuild(const std::string &level,
   b.libraryName = "ortc_kernels.h";
   b.librarySource = ortcKernelLibrarySource;
   b.products = {"kernels.so"};
-  b.compilerId = compiler + " (" + compilerVersion(compiler) + ") " + flags + " | " + linkFlags;
+  const std::string version = compilerVersion(compiler);
+  b.compilerId = compiler + " (" + version + ") " + flags + " | " + linkFlags;
   for (const std::string &f : nativeFeatures) // -march=native differs by machine
     b.compilerId += " +" + f;
   b.compileUnit = [compiler, flags](const std::string &dir, const std::string &src,
@@ -548,6 +606,17 @@ KernelBuild cpuKernelBuild(const std::string &level,
     return "cd " + shellQuote(dir) + " && " + compiler + " " + flags +
            " -x c++-header ortc_kernels.h -o ortc_kernels.h.gch";
   };
+  b.libraryObject = "ortc_kernels_lib.o";
+  b.compileLibraryObject = [compiler, flags](const std::string &dir) {
+    return "cd " + shellQuote(dir) + " && " + compiler + " " + flags +
+           " -DORTC_KERN_INSTANTIATE -c " + kLibraryUnitName + " -o ortc_kernels_lib.o";
+  };
+  if (compiler == "c++" && nativeFeatures.empty() && version == kPrebuiltKernelCompilerVersion)
+    for (const PrebuiltKernelObject &p : prebuiltKernelObjects())
+      if (flags == p.flags) {
+        b.prebuiltLibraryObject = p.data;
+        b.prebuiltLibraryObjectSize = p.size;
+      }
   b.link = [compiler, linkFlags](const std::string &dir, const std::vector<std::string> &objs) {
     std::string cmd = "cd " + shellQuote(dir) + " && " + compiler + " " + linkFlags;
     for (const std::string &o : objs)
@@ -615,7 +684,9 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     return false;
   }
   bool wrote = writeFile(tmp / build.libraryName, build.librarySource, error) &&
-               writeFile(tmp / kKernelAbiName, ortcKernelAbiSource, error);
+               writeFile(tmp / kKernelAbiName, ortcKernelAbiSource, error) &&
+               (build.libraryObject.empty() ||
+                writeFile(tmp / kLibraryUnitName, kLibraryUnitSource, error));
   for (size_t i = 0; wrote && i < units.size(); ++i)
     wrote = writeFile(tmp / names[i], units[i], error);
   if (!wrote) {
@@ -678,6 +749,8 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   hashed.insert(hashed.end(), names.begin(), names.end());
   hashed.push_back(build.libraryName);
   hashed.push_back(kKernelAbiName);
+  if (!build.libraryObject.empty())
+    hashed.push_back(kLibraryUnitName);
   for (const std::string &f : hashed)
     files[f] = sha256Hex(readFile(tmp / f));
   if (!options.noParams)
@@ -744,7 +817,8 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
     units.push_back({{"source", u.source},
                      {"cached", u.cached},
                      {"compile_ms", u.compileMs},
-                     {"while_loading", u.early}});
+                     {"while_loading", u.early},
+                     {"prebuilt", u.prebuilt}});
   report["compile"] = {{"jobs", options.jobs},
                        {"units", units},
                        {"unit_cache_hits", stats.cacheHits()},

@@ -115,6 +115,7 @@ struct PackageStats {
     bool cached = false;
     double compileMs = 0; ///< 0 for a cache hit
     bool early = false;   ///< compiled while the model loaded (the precompiled header)
+    bool prebuilt = false; ///< ortc's own prebuilt copy (the library object)
   };
   std::vector<Unit> units;
   bool artifactCached = false; ///< every product came from the cache, nothing compiled
@@ -154,6 +155,14 @@ struct KernelBuild {
   /// library header that every unit includes first (about half of a unit's compile
   /// is parsing the library otherwise).
   std::function<std::string(const std::string &dir)> precompile;
+  /// Units (optional): an object every link takes besides the units' (the kernel
+  /// library's float instantiations), its name, the command compiling it in `dir`
+  /// (from librarySource), and its bytes when ortc carries it prebuilt for exactly
+  /// this compiler and these flags (null otherwise).
+  std::string libraryObject;
+  std::function<std::string(const std::string &dir)> compileLibraryObject;
+  const unsigned char *prebuiltLibraryObject = nullptr;
+  size_t prebuiltLibraryObjectSize = 0;
 };
 
 /// The default x86-64 level of the cpu target: AVX2 + FMA, which every x86-64

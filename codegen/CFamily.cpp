@@ -114,18 +114,35 @@ static Value outerValue(Value v) {
   return v;
 }
 
-std::string KernelPrinter::ptr(Value v) {
+std::optional<LaunchArg> KernelPrinter::launchArgOf(Value v) {
   v = outerValue(v);
   Placement p = placementOf(v);
   switch (p.kind) {
   case Placement::Arena:
-    return slot({LaunchArg::Arena, p.offset, byteSize(v)});
+    return LaunchArg{LaunchArg::Arena, p.offset, byteSize(v)};
   case Placement::Argument:
-    return slot({LaunchArg::Tensor, table.indexOf(argName(fn, p.index))});
+    return LaunchArg{LaunchArg::Tensor, table.indexOf(argName(fn, p.index))};
   case Placement::Weight:
-    return slot({LaunchArg::Tensor, table.indexOf(p.name)});
+    return LaunchArg{LaunchArg::Tensor, table.indexOf(p.name)};
   case Placement::Output:
-    return destFor(p.index);
+    return LaunchArg{LaunchArg::Tensor, table.indexOf(resultName(fn, p.index))};
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<size_t> KernelPrinter::slotIndex(Value v) {
+  if (std::optional<LaunchArg> a = launchArgOf(v))
+    return slotNumber(*a);
+  return std::nullopt;
+}
+
+std::string KernelPrinter::ptr(Value v) {
+  if (std::optional<LaunchArg> a = launchArgOf(v))
+    return slot(*a);
+  v = outerValue(v);
+  Placement p = placementOf(v);
+  switch (p.kind) {
   case Placement::Constant: {
     Value root = v;
     while (auto r = root.getDefiningOp<ReshapeOp>())
@@ -189,19 +206,71 @@ std::string KernelPrinter::destFor(unsigned resultIndex) {
   return slot({LaunchArg::Tensor, table.indexOf(resultName(fn, resultIndex))});
 }
 
+std::optional<std::string> KernelPrinter::sameElementType(ValueRange values) {
+  std::optional<std::string> t;
+  for (Value v : values) {
+    std::string ti = cType(typeOf(v).getElementType());
+    if (t && *t != ti)
+      return std::nullopt;
+    t = ti;
+  }
+  return t;
+}
+
+SmallVector<SmallVector<Value, 4>> KernelPrinter::tableRows(ValueRange values) {
+  SmallVector<SmallVector<Value, 4>> rows;
+  for (Value v : values)
+    rows.push_back({v});
+  return rows;
+}
+
+bool KernelPrinter::argTable(ArrayRef<SmallVector<Value, 4>> rows, const std::string &name) {
+  std::string text;
+  size_t width = rows.empty() ? 0 : rows.front().size();
+  for (const SmallVector<Value, 4> &row : rows) {
+    if (row.size() != width)
+      return false;
+    text += text.empty() ? "{" : ", {";
+    for (Value v : row) {
+      std::optional<size_t> k = v ? slotIndex(v) : std::optional<size_t>(size_t(-1));
+      if (!k)
+        return false;
+      text += (v ? std::to_string(*k) : std::string("-1")) + ", ";
+    }
+    // The count is a launch argument too, one per row even where counts are equal:
+    // the kernel's text then depends on the number of rows only, and a model whose
+    // one layer changed width still finds it in the kernel cache.
+    text += std::to_string(slotNumber({LaunchArg::Value, numElements(row.front())}, true)) + "}";
+  }
+  // Argument numbers as static data read in a loop: a kernel over hundreds of tensors
+  // then compiles in no time (an initializer list of hundreds of pointer loads cost
+  // the C++ compiler a second).
+  body << "  static const int32_t " << name << "Slot[][" << width + 1 << "] = {" << text
+       << "};\n";
+  return true;
+}
+
+std::string KernelPrinter::tableCount(const std::string &name, size_t width) {
+  return "(*(const int64_t *)ptrs[" + name + "Slot[i][" + std::to_string(width) + "]])";
+}
+
 std::string KernelPrinter::streamKey(uint64_t key) {
   return "static_cast<uint64_t>(*(const int64_t *)(" +
          slot({LaunchArg::Value, static_cast<int64_t>(key)}) + "))";
 }
 
-std::string KernelPrinter::slot(LaunchArg arg) {
-  auto it = llvm::find(slots, arg);
+size_t KernelPrinter::slotNumber(LaunchArg arg, bool fresh) {
+  auto it = fresh ? slots.end() : llvm::find(slots, arg);
   size_t k = it - slots.begin();
   if (it == slots.end())
     slots.push_back(arg);
   else
     it->bytes = std::max(it->bytes, arg.bytes);
-  return "ptrs[" + std::to_string(k) + "]";
+  return k;
+}
+
+std::string KernelPrinter::slot(LaunchArg arg) {
+  return "ptrs[" + std::to_string(slotNumber(arg)) + "]";
 }
 
 std::optional<std::string> KernelPrinter::splatLiteral(Value v) {
@@ -415,6 +484,7 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
       emitCopy(ptr(to), ptr(from), byteSize(to));
   };
   std::ostringstream list;
+  SmallVector<SmallVector<Value, 4>> rows;
   for (Operation *inner : ops) {
     if (auto u = dyn_cast<AdamWUpdateOp>(inner)) {
       copyIfDistinct(u.getParam(), u.getNewParam());
@@ -423,6 +493,7 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
       list << "      {" << typed(u.getNewParam(), true) << ", " << typed(u.getGrad()) << ", "
            << typed(u.getNewM(), true) << ", " << typed(u.getNewV(), true) << ", "
            << numElements(u.getParam()) << "},\n";
+      rows.push_back({u.getNewParam(), u.getGrad(), u.getNewM(), u.getNewV()});
       continue;
     }
     auto s = cast<SgdUpdateOp>(inner);
@@ -432,8 +503,20 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
     list << "      {" << typed(s.getResult(0), true) << ", " << typed(s.getGrad()) << ", "
          << (s.getMomentumBuffer() ? typed(s.getResult(1), true) : typedNull(s.getParam(), true))
          << ", " << typedNull(s.getParam(), true) << ", " << numElements(s.getParam()) << "},\n";
+    rows.push_back({s.getResult(0), s.getGrad(),
+                    s.getMomentumBuffer() ? s.getResult(1) : Value(), Value()});
   }
-  body << "  const " << lib << "UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  if (argTable(rows, "upd")) {
+    auto at = [&](int c, const char *cv) {
+      return "(" + std::string(cv) + T + " *)(updSlot[i][" + std::to_string(c) + "] < 0 ? nullptr : ptrs[updSlot[i][" + std::to_string(c) + "]])";
+    };
+    body << "  " << lib << "UpdateTensor<" << T << "> ts[" << rows.size() << "];\n"
+         << "  for (int i = 0; i < " << rows.size() << "; ++i)\n"
+         << "    ts[i] = {" << at(0, "") << ", " << at(1, "const ") << ", " << at(2, "")
+         << ", " << at(3, "") << ", " << tableCount("upd", 4) << "};\n";
+  } else {
+    body << "  const " << lib << "UpdateTensor<" << T << "> ts[] = {\n" << list.str() << "  };\n";
+  }
   auto lit = [&](APFloat v) { return cLiteral(v.convertToDouble(), T, sp); };
   if (auto u = dyn_cast<AdamWUpdateOp>(ops.front())) {
     body << "  " << lib << "adamwUpdateMulti(ts, " << ops.size() << ", " << runtimeScalar(u.getLr())
@@ -753,8 +836,8 @@ std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
   // kernel whose hash is 0 modulo kChunk (content-defined chunking, as rsync and
   // restic cut files), or once it holds kMaxKernels. Boundaries thus move only
   // where kernels changed, and units average kChunk kernels.
-  constexpr uint64_t kChunk = 12;
-  constexpr size_t kMaxKernels = 48;
+  constexpr uint64_t kChunk = 6;
+  constexpr size_t kMaxKernels = 24;
   std::vector<std::string> units;
   std::string unit;
   std::vector<size_t> declared;

@@ -89,6 +89,23 @@ protected:
   /// bound to its planned address, or a model constant. Inside a kernel region, a
   /// block argument is its operand and a yielded value the region's result.
   std::string ptr(mlir::Value v);
+  /// The kernel argument `v` is bound to; none for a model constant.
+  std::optional<LaunchArg> launchArgOf(mlir::Value v);
+  /// The number k of `v`'s argument `ptrs[k]` (added on first use); none for a
+  /// model constant.
+  std::optional<size_t> slotIndex(mlir::Value v);
+  /// Prints `static const int32_t <name>Slot[][W + 1]` for a loop over many tensors:
+  /// each row's W argument numbers (-1 for a null value), then the number of the
+  /// {"value"} argument holding the element count of its first value. False, printing
+  /// nothing, if a value is a constant.
+  bool argTable(llvm::ArrayRef<llvm::SmallVector<mlir::Value, 4>> rows,
+                const std::string &name);
+  /// The element count of row `i` of argTable `name` of width W, as a C expression.
+  static std::string tableCount(const std::string &name, size_t width);
+  /// argTable's rows for one value each.
+  static llvm::SmallVector<llvm::SmallVector<mlir::Value, 4>> tableRows(mlir::ValueRange values);
+  /// The C element type all `values` share; none if they differ.
+  std::optional<std::string> sameElementType(mlir::ValueRange values);
   /// The pointer cast to `const T *` (or `T *` when writable).
   std::string typed(mlir::Value v, bool writable = false);
   /// A null pointer typed like `like` (the libraries deduce T from every pointer).
@@ -192,6 +209,8 @@ private:
                     const std::string &node = "", int64_t bytes = 0);
   /// "ptrs[k]" for `arg`, adding it to the kernel's arguments on first use.
   std::string slot(LaunchArg arg);
+  /// k of slot(arg); `fresh`: a new argument even if an equal one exists.
+  size_t slotNumber(LaunchArg arg, bool fresh = false);
 
   std::vector<LaunchArg> slots;       ///< arguments of the kernel being printed
   std::vector<size_t> kernelConsts;   ///< constants the kernel being printed reads

@@ -337,9 +337,15 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
       })
       .Case([&](AllFiniteOp f) {
         body << "  bool ok = true;\n";
-        for (Value v : f.getInputs())
-          body << "  ok = ok && ortc::kern::allFinite(" << typed(v) << ", " << numElements(v)
-               << ");\n";
+        if (std::optional<std::string> T = sameElementType(f.getInputs());
+            T && argTable(tableRows(f.getInputs()), "chk"))
+          body << "  for (int i = 0; ok && i < " << f.getInputs().size() << "; ++i)\n"
+               << "    ok = ortc::kern::allFinite((const " << *T
+               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ");\n";
+        else
+          for (Value v : f.getInputs())
+            body << "  ok = ok && ortc::kern::allFinite(" << typed(v) << ", " << numElements(v)
+                 << ");\n";
         body << "  *" << typed(res, true) << " = ok;\n";
         return success();
       })

@@ -452,11 +452,17 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         body << "  uint8_t *ok = " << typed(res, true) << ";\n";
         body << "  " << L << "fill(ok, 1, (uint8_t)1, s);\n";
         int64_t total = 0;
-        for (Value v : f.getInputs()) {
-          body << "  " << L << "allFiniteAnd(" << typed(v) << ", " << numElements(v)
-               << ", ok, s);\n";
+        for (Value v : f.getInputs())
           total += numElements(v);
-        }
+        if (std::optional<std::string> T = sameElementType(f.getInputs());
+            T && argTable(tableRows(f.getInputs()), "chk"))
+          body << "  for (int i = 0; i < " << f.getInputs().size() << "; ++i)\n"
+               << "    " << L << "allFiniteAnd((const " << *T
+               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ", ok, s);\n";
+        else
+          for (Value v : f.getInputs())
+            body << "  " << L << "allFiniteAnd(" << typed(v) << ", " << numElements(v)
+                 << ", ok, s);\n";
         launchNote = "one grid-stride check per input (" + std::to_string(total) + " elements)";
         return success();
       })

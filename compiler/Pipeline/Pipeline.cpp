@@ -422,7 +422,8 @@ int runBuild(const BuildOptions &options) {
   if (options.timing) {
     for (const PackageStats::Unit &u : stats.units)
       llvm::errs() << "ortc: kernel unit " << u.source << ": "
-                   << (u.cached ? std::string("cache hit")
+                   << (u.prebuilt ? std::string("prebuilt, carried by ortc")
+                       : u.cached ? std::string("cache hit")
                                 : llvm::formatv("compiled in {0:F2} ms", u.compileMs).str())
                    << (u.early ? " (while the model loaded)" : "")
                    << "\n";

@@ -16,10 +16,10 @@ import unittest
 from ortc_testlib import ENV, ORTC, TempDir, sample_path
 
 
-def build(work, tag, cache, sample="gpt2", extra=(), jobs=2):
+def build(work, tag, cache, sample="gpt2", extra=(), jobs=2, env=None):
     out = os.path.join(work, tag + ".ortc")
     report = os.path.join(work, tag + ".json")
-    env = dict(ENV, ORTC_KERNEL_CACHE=cache)
+    env = dict(env or ENV, ORTC_KERNEL_CACHE=cache)
     p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=2", "--optimizer", "adamw",
                         "-o", out, "--report", report, "-j", str(jobs)] + list(extra),
                        capture_output=True, text=True, env=env)
@@ -129,6 +129,25 @@ class BuildCache(unittest.TestCase):
             self.assertFalse(part["compile"]["artifact_cached"])
             self.assertGreater(hits, 0)
             self.assertLess(hits, len(part["compile"]["units"]))
+
+    def test_library_object_prebuilt_or_compiled_once(self):
+        # The kernel library's float instantiations: ortc's prebuilt copy for its own
+        # compiler and default flags; compiled once into the cache for other flags.
+        with TempDir() as work:
+            cache = os.path.join(work, "cache")
+            env = {k: v for k, v in ENV.items() if k not in ("ORTC_CXX_OPT", "CXX")}
+            _, default = build(work, "default", cache, env=env)
+            lib = default["compile"]["units"][-1]
+            self.assertEqual(lib["source"], "ortc_kernels_lib.o")
+            self.assertTrue(lib["prebuilt"], lib)
+            self.assertEqual(lib["compile_ms"], 0)
+            out, first = build(work, "o1", cache)  # ORTC_CXX_OPT=-O1: not prebuilt
+            lib = first["compile"]["units"][-1]
+            self.assertFalse(lib["prebuilt"] or lib["cached"], lib)
+            self.assertGreater(lib["compile_ms"], 0)
+            self.assertTrue(os.path.exists(os.path.join(out, "ortc_kernels_lib.cpp")))
+            _, second = build(work, "o1-mlp", cache, sample="mlp")
+            self.assertTrue(second["compile"]["units"][-1]["cached"])
 
     def test_jobs_and_cache_give_identical_artifacts(self):
         with TempDir() as work:

@@ -2588,4 +2588,36 @@ template <typename T> T sumSquares(const T *x, int64_t n) {
 } // namespace kern
 } // namespace ortc
 
+//===----------------------------------------------------------------------===//
+// The float instantiations, compiled once
+//===----------------------------------------------------------------------===//
+
+// Generated code (built with ORTC_KERN_FLOAT_OBJECT) does not instantiate the float
+// kernels above in each of its units: they are declared `extern template` here and
+// defined in one object, ortc_kernels_lib.o, compiled from this header with
+// ORTC_KERN_INSTANTIATE defined (ortc ships it prebuilt for each --cpu level and its
+// own compiler; other compilers and flags compile it once into the kernel cache). A
+// unit then compiles only its own kernels. Without either macro the header stays
+// header-only.
+#if defined(ORTC_KERN_FLOAT_OBJECT) || defined(ORTC_KERN_INSTANTIATE)
+#define ORTC_KERN_FLOAT_FUNCTIONS(X) X(matmulStrided) X(matmul) X(broadcastTo) \
+  X(reduce) X(transpose) X(concat) X(split) X(slice) X(sliceGrad) X(pad) X(gather) \
+  X(gatherGrad) X(gatherElements) X(scatterElements) X(argReduce) X(topK) X(cumsum) \
+  X(reduceProdGrad) X(convForward) X(convGradInput) X(convGradWeight) \
+  X(convForwardBatched) X(convGradInputBatched) X(convGradWeightBatched) X(maxPool) \
+  X(maxPoolGrad) X(avgPool) X(avgPoolGrad) X(softmax) X(logSoftmax) X(softmaxGrad) \
+  X(logSoftmaxGrad) X(layerNorm) X(layerNormGrad) X(batchNormTrain) X(batchNormGrad) \
+  X(batchNormInfer) X(softmaxCrossEntropy) X(softmaxCrossEntropyGrad) \
+  X(randomUniform) X(dropout) X(dropoutGrad) X(gelu) X(geluGrad) X(sgdUpdateMulti) \
+  X(sgdUpdate) X(adamwUpdateMulti) X(adamwUpdate) X(allFinite) X(sumSquares)
+#if defined(ORTC_KERN_INSTANTIATE)
+#define ORTC_KERN_FLOAT_INSTANCE(f) template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
+#else
+#define ORTC_KERN_FLOAT_INSTANCE(f)                                            \
+  extern template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
+#endif
+ORTC_KERN_FLOAT_FUNCTIONS(ORTC_KERN_FLOAT_INSTANCE)
+#undef ORTC_KERN_FLOAT_INSTANCE
+#endif
+
 #endif // ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H
