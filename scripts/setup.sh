@@ -9,12 +9,13 @@ APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
-  libamdhip64-dev rocm-device-libs clang-tools-15 clang-22 lld-22 llvm-22
+  libamdhip64-dev rocm-device-libs clang-tools-15 clang-22 lld-22 llvm-22 libclang-rt-22-dev
   python3-torch python3-torchvision python3-numpy python3-venv)
 # --target cuda uses the CUDA toolkit at /usr/local/cuda (not a Debian package); --target
 # rocm uses clang-22 and lld-22 with Debian's HIP headers and device libraries (ROCm 5.2),
 # llvm-link-22 and clang-offload-bundler from clang-tools-15. clang-22 also compiles the
-# generated GPU code for the emulated device (test/gpu/emu).
+# generated GPU code for the emulated device (test/gpu/emu) and, with libclang-rt-22-dev
+# (libFuzzer, ASan, UBSan), the fuzz harnesses (test/fuzz, scripts/fuzz.sh).
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

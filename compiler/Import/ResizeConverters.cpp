@@ -6,11 +6,14 @@
 //   as the conv weight (the layouts agree), plus a broadcast bias add.
 // - Resize/Upsample with scales or sizes known at compile time move each output
 //   element to fixed input positions, computed here on the host: nearest is one gather
-//   of the flattened input, linear two gathers per resized axis blended by constant
-//   weights (separable, as ONNX's reference computes it).
+//   per resized axis, linear two per resized axis blended by constant weights
+//   (separable, as ONNX's reference computes it), so the host tables grow with the
+//   output's dims, never with its element count.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportContext.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -23,6 +26,19 @@ namespace {
 int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 std::string str(int64_t v) { return std::to_string(v); }
+
+/// The largest dim a Resize or Upsample may produce (each resized axis gets a host
+/// table of that many positions; real models stay far below).
+constexpr int64_t kMaxResizedDim = int64_t(1) << 24;
+
+/// `v` (an output dim computed from scales) as an int64, or false if it lies outside
+/// [1, kMaxResizedDim] (NaN included), before any conversion could overflow.
+bool resizedDim(double v, int64_t &out) {
+  if (!(v >= 1 && v <= double(kMaxResizedDim)))
+    return false;
+  out = (int64_t)v;
+  return true;
+}
 
 //===-- ConvTranspose -----------------------------------------------------===//
 
@@ -174,24 +190,31 @@ bool isIdentityAxis(const ResizeSpec &s, int64_t in, int64_t d) {
   return std::abs(s.scales[d] - 1.0) <= 1e-9 && s.out[d] == in;
 }
 
+/// An int64 index constant (one resized axis's source positions).
+Value indexConstant(NodeCtx &nc, const Shape &ix) {
+  HostTensor t;
+  t.elemType = onnx::TensorProto::INT64;
+  t.shape = {(int64_t)ix.size()};
+  t.data.assign(ix.begin(), ix.end());
+  return hostConstant(nc, std::move(t), nc.b.getI64Type());
+}
+
 LogicalResult resizeNearest(NodeCtx &nc, const ResizeSpec &s) {
   Shape in = shapeOf(nc.type(0));
-  int64_t rank = in.size();
-  std::vector<Shape> idx(rank);
-  for (int64_t d = 0; d < rank; ++d)
+  Value cur = nc.in(0);
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d) {
+    if (isIdentityAxis(s, in[d], d))
+      continue;
+    Shape ix;
     for (int64_t y = 0; y < s.out[d]; ++y)
-      idx[d].push_back(isIdentityAxis(s, in[d], d)
-                           ? y
-                           : nearestIndex(s, y, s.scales[d], in[d], s.out[d]));
-  Shape is = stridesOf(in), os = stridesOf(s.out);
-  std::vector<int64_t> flat(numElements(s.out));
-  for (int64_t k = 0; k < (int64_t)flat.size(); ++k) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < rank; ++d)
-      off += idx[d][(k / os[d]) % s.out[d]] * is[d];
-    flat[k] = off;
+      ix.push_back(nearestIndex(s, y, s.scales[d], in[d], s.out[d]));
+    auto op = nc.checked<GatherOp>(1, cur, indexConstant(nc, ix), d);
+    if (!op)
+      return failure();
+    cur = op.getResult();
   }
-  return gatherFlat(nc, flat, s.out);
+  nc.setOutput(0, cur);
+  return success();
 }
 
 LogicalResult resizeLinear(NodeCtx &nc, const ResizeSpec &s) {
@@ -201,13 +224,6 @@ LogicalResult resizeLinear(NodeCtx &nc, const ResizeSpec &s) {
     return nc.fail("linear Resize needs a float input");
   int64_t rank = in.size();
   Value cur = nc.in(0);
-  auto indexConst = [&](const Shape &ix) {
-    HostTensor t;
-    t.elemType = onnx::TensorProto::INT64;
-    t.shape = {(int64_t)ix.size()};
-    t.data.assign(ix.begin(), ix.end());
-    return hostConstant(nc, std::move(t), nc.b.getI64Type());
-  };
   for (int64_t d = 0; d < rank; ++d) {
     if (isIdentityAxis(s, in[d], d))
       continue;
@@ -224,7 +240,7 @@ LogicalResult resizeLinear(NodeCtx &nc, const ResizeSpec &s) {
       blend |= x != fl && i0.back() != i1.back();
     }
     auto gather = [&](const Shape &ix) -> Value {
-      auto op = nc.checked<GatherOp>(1, cur, indexConst(ix), d);
+      auto op = nc.checked<GatherOp>(1, cur, indexConstant(nc, ix), d);
       return op ? op.getResult() : Value();
     };
     Value g0 = gather(i0);
@@ -253,6 +269,10 @@ LogicalResult resizeLinear(NodeCtx &nc, const ResizeSpec &s) {
 }
 
 LogicalResult resize(NodeCtx &nc, const ResizeSpec &s) {
+  for (size_t d = 0; d < s.out.size(); ++d)
+    if (s.out[d] < 1 || s.out[d] > kMaxResizedDim)
+      return nc.fail("output dim " + str(int64_t(d)) + " would be " + str(s.out[d]) +
+                     " (from the scales or sizes), outside [1, " + str(kMaxResizedDim) + "]");
   if (s.mode == "nearest")
     return resizeNearest(nc, s);
   if (s.mode == "linear")
@@ -340,13 +360,15 @@ LogicalResult convResize(NodeCtx &nc) {
       if (!(sc > 0))
         return nc.fail("scales must be > 0");
       s.scales[axes[k]] = sc;
-      s.out[axes[k]] = (int64_t)std::floor(sc * (double)in[axes[k]]);
+      if (!resizedDim(std::floor(sc * (double)in[axes[k]]), s.out[axes[k]]))
+        return nc.fail("scales[" + str(int64_t(k)) + "] = " + llvm::formatv("{0}", sc).str() +
+                       " gives an output dim outside [1, " + str(kMaxResizedDim) + "]");
     }
   } else {
     for (size_t k = 0; k < axes.size(); ++k) {
-      s.out[axes[k]] = toInt64(sizes->data[k]);
-      if (s.out[axes[k]] < 1 || in[axes[k]] < 1)
-        return nc.fail("sizes and input dims must be >= 1");
+      if (!resizedDim(sizes->data[k], s.out[axes[k]]) || in[axes[k]] < 1)
+        return nc.fail("sizes[" + str(int64_t(k)) + "] must lie in [1, " +
+                       str(kMaxResizedDim) + "] and input dims be >= 1");
       s.scales[axes[k]] = (double)s.out[axes[k]] / (double)in[axes[k]];
     }
     std::string policy = nc.attrString("keep_aspect_ratio_policy", "stretch");
@@ -356,7 +378,9 @@ LogicalResult convResize(NodeCtx &nc) {
         sc = policy == "not_larger" ? std::min(sc, s.scales[d]) : std::max(sc, s.scales[d]);
       for (int64_t d : axes) {
         s.scales[d] = sc;
-        s.out[d] = (int64_t)(sc * (double)in[d] + 0.5);
+        if (!resizedDim(std::floor(sc * (double)in[d] + 0.5), s.out[d]))
+          return nc.fail("keep_aspect_ratio_policy gives an output dim outside [1, " +
+                         str(kMaxResizedDim) + "]");
       }
     } else if (policy != "stretch") {
       return nc.fail("unknown keep_aspect_ratio_policy '" + policy + "'");
@@ -393,9 +417,13 @@ LogicalResult convUpsample(NodeCtx &nc) {
     return nc.fail("scales need one entry per dim of the input");
   s.scales = scales;
   for (size_t d = 0; d < in.size(); ++d) {
+    int64_t o = 0;
     if (!(scales[d] > 0))
       return nc.fail("scales must be > 0");
-    s.out.push_back((int64_t)std::floor(scales[d] * (double)in[d]));
+    if (!resizedDim(std::floor(scales[d] * (double)in[d]), o))
+      return nc.fail("scales[" + str(int64_t(d)) + "] gives an output dim outside [1, " +
+                     str(kMaxResizedDim) + "]");
+    s.out.push_back(o);
   }
   return resize(nc, s);
 }

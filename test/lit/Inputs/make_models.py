@@ -539,6 +539,21 @@ def bad_resize_runtime():
                  [vi("x", F, [1, 1, 2, 2]), vi("s", F, [4])], [out("y")])
 
 
+@register("bad-resize-huge.onnxtxt")
+def bad_resize_huge():
+    # sizes whose third entry is 2^59 + 1 (found by fuzz-onnx: the host tables OOMed).
+    return model([node("Resize", ["x", "", "", "sizes"], ["y"], "huge_sizes")],
+                 [vi("x", F, [1, 1, 2, 2])], [out("y")],
+                 [i64("sizes", [1, 1, 576460752303423489, 8])])
+
+
+@register("bad-resize-huge-scales.onnxtxt")
+def bad_resize_huge_scales():
+    scales = nh.from_array(np.array([1.0, 1.0, 1e30, 2.0], dtype=np.float32), "scales")
+    return model([node("Resize", ["x", "", "scales"], ["y"], "huge_scales")],
+                 [vi("x", F, [1, 1, 2, 2])], [out("y")], [scales])
+
+
 @register("bad-dangling.onnxtxt")
 def bad_dangling():
     nodes = [node("Add", ["x", "ghost"], ["y"], "add_ghost")]
