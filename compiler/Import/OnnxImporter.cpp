@@ -651,19 +651,33 @@ HostTensor hostOf(const WeightData &w, int32_t elemType) {
   int64_t n = numElements(w.shape);
   h.data.resize(n);
   const char *p = w.bytes.data();
-  for (int64_t i = 0; i < n; ++i) {
-    if (w.dtype == "f32") { float v; memcpy(&v, p + 4 * i, 4); h.data[i] = v; }
-    else if (w.dtype == "f64") { double v; memcpy(&v, p + 8 * i, 8); h.data[i] = v; }
-    else if (w.dtype == "i64") { int64_t v; memcpy(&v, p + 8 * i, 8); h.data[i] = (double)v; }
-    else if (w.dtype == "i32") { int32_t v; memcpy(&v, p + 4 * i, 4); h.data[i] = v; }
-    else if (w.dtype == "bool") { h.data[i] = p[i] ? 1 : 0; }
-    else { // f16/bf16 (e.g. Clip bounds read at import time)
+  // One loop per dtype (the bytes of a mapped model need not be aligned: memcpy).
+  auto convert = [&](auto zero) {
+    using T = decltype(zero);
+    for (int64_t i = 0; i < n; ++i) {
+      T v;
+      memcpy(&v, p + sizeof(T) * i, sizeof(T));
+      h.data[i] = (double)v;
+    }
+  };
+  if (w.dtype == "f32")
+    convert(float());
+  else if (w.dtype == "f64")
+    convert(double());
+  else if (w.dtype == "i64")
+    convert(int64_t());
+  else if (w.dtype == "i32")
+    convert(int32_t());
+  else if (w.dtype == "bool")
+    for (int64_t i = 0; i < n; ++i)
+      h.data[i] = p[i] ? 1 : 0;
+  else // f16/bf16 (e.g. Clip bounds read at import time)
+    for (int64_t i = 0; i < n; ++i) {
       uint16_t bits;
       memcpy(&bits, p + 2 * i, 2);
       APFloat f(w.dtype == "f16" ? APFloat::IEEEhalf() : APFloat::BFloat(), APInt(16, bits));
       h.data[i] = f.convertToDouble();
     }
-  }
   return h;
 }
 

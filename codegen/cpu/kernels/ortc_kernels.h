@@ -1585,9 +1585,22 @@ inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
 } // namespace dnnl_detail
 
 /// Float convolutions of generated code: oneDNN when it takes the geometry,
-/// else the templates above. Same contracts as the templates.
-inline void convForward(const float *x, const float *w, const float *bias,
-                        float *y, const ConvGeom &geom) {
+/// else the templates above. Same contracts as the templates. With the float
+/// object (see the end of this file) units only declare them: their oneDNN plans
+/// are compiled once, into ortc_kernels_lib.o.
+#if defined(ORTC_KERN_FLOAT_OBJECT) && !defined(ORTC_KERN_INSTANTIATE)
+void convForward(const float *x, const float *w, const float *bias, float *y,
+                 const ConvGeom &geom);
+void convGradInput(const float *dy, const float *w, float *dx, const ConvGeom &geom);
+void convGradWeight(const float *dy, const float *x, float *dw, const ConvGeom &geom);
+#else
+#if defined(ORTC_KERN_INSTANTIATE)
+#define ORTC_KERN_FLOAT_INLINE
+#else
+#define ORTC_KERN_FLOAT_INLINE inline
+#endif
+ORTC_KERN_FLOAT_INLINE void convForward(const float *x, const float *w, const float *bias,
+                                        float *y, const ConvGeom &geom) {
   if (useBatchedConv(geom))
     return convForwardBatched<float>(x, w, bias, y, geom);
   void *ptrs[4] = {const_cast<float *>(x), const_cast<float *>(w), y,
@@ -1597,8 +1610,8 @@ inline void convForward(const float *x, const float *w, const float *bias,
     convForward<float>(x, w, bias, y, geom);
 }
 
-inline void convGradInput(const float *dy, const float *w, float *dx,
-                          const ConvGeom &geom) {
+ORTC_KERN_FLOAT_INLINE void convGradInput(const float *dy, const float *w, float *dx,
+                                          const ConvGeom &geom) {
   if (useBatchedConv(geom))
     return convGradInputBatched<float>(dy, w, dx, geom);
   void *ptrs[3] = {const_cast<float *>(dy), const_cast<float *>(w), dx};
@@ -1607,8 +1620,8 @@ inline void convGradInput(const float *dy, const float *w, float *dx,
     convGradInput<float>(dy, w, dx, geom);
 }
 
-inline void convGradWeight(const float *dy, const float *x, float *dw,
-                           const ConvGeom &geom) {
+ORTC_KERN_FLOAT_INLINE void convGradWeight(const float *dy, const float *x, float *dw,
+                                           const ConvGeom &geom) {
   if (useBatchedConv(geom))
     return convGradWeightBatched<float>(dy, x, dw, geom);
   void *ptrs[3] = {const_cast<float *>(dy), const_cast<float *>(x), dw};
@@ -1616,6 +1629,8 @@ inline void convGradWeight(const float *dy, const float *x, float *dw,
                             false, ptrs))
     convGradWeight<float>(dy, x, dw, geom);
 }
+#undef ORTC_KERN_FLOAT_INLINE
+#endif // ORTC_KERN_FLOAT_OBJECT
 #endif // ORTC_KERN_DNNL
 
 //===----------------------------------------------------------------------===//
