@@ -74,6 +74,8 @@ struct BuildOptions {
   bool emitMlir = false;
   std::vector<std::string> dumpAfter; ///< pass names, or "all"
   std::string dumpDir;
+  /// The command line as typed, written beside a crash reproducer.
+  std::vector<std::string> argv;
   bool timing = false;
   std::string report;  ///< --report FILE.json: kernels, compile units, cache hits, times
   unsigned jobs = 0;   ///< -j: kernel units compiled at once; 0: one per core

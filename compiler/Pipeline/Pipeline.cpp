@@ -28,7 +28,11 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/Support/CrashRecoveryContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -36,6 +40,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -207,6 +212,86 @@ static std::string describeLocation(Location loc) {
   return "";
 }
 
+/// Where a crash reproducer goes: a folder beside the output (or in the current
+/// directory without one), filled only when a pass fails.
+class Reproducer {
+public:
+  explicit Reproducer(const BuildOptions &options)
+      : final((options.output.empty() ? std::string("ortc") : options.output) + ".reproducer"),
+        tmp(final + ".tmp." + std::to_string(getpid())) {
+    for (const std::string &a : options.argv)
+      commandLine += (commandLine.empty() ? "" : " ") + shellQuote(a);
+  }
+  ~Reproducer() { discard(); }
+
+  /// Makes `pm` write the IR before a failing pass, and that pass, into the folder.
+  void enable(PassManager &pm) {
+    llvm::CrashRecoveryContext::Enable(); // a crashing pass fails the run instead
+    std::string dir = tmp;
+    pm.enableCrashReproducerGeneration(
+        [dir](std::string &error) -> std::unique_ptr<ReproducerStream> {
+          std::error_code ec = llvm::sys::fs::create_directories(dir);
+          auto file = std::make_unique<llvm::ToolOutputFile>(dir + "/reproducer.mlir", ec,
+                                                             llvm::sys::fs::OF_None);
+          if (ec) {
+            error = "cannot write " + dir + "/reproducer.mlir: " + ec.message();
+            return nullptr;
+          }
+          struct Stream : ReproducerStream {
+            std::unique_ptr<llvm::ToolOutputFile> file;
+            std::string path;
+            llvm::StringRef description() override { return path; }
+            llvm::raw_ostream &os() override { return file->os(); }
+            ~Stream() override { file->keep(); }
+          };
+          auto s = std::make_unique<Stream>();
+          s->path = dir + "/reproducer.mlir";
+          s->file = std::move(file);
+          return s;
+        },
+        /*genLocalReproducer=*/true);
+  }
+
+  /// Keeps the folder (with the command line) and says how to replay it.
+  void keep(const std::string &pass, const char *what) {
+    std::error_code ec;
+    llvm::sys::fs::remove_directories(final);
+    if (!llvm::sys::fs::exists(tmp + "/reproducer.mlir") ||
+        llvm::sys::fs::rename(tmp, final)) {
+      llvm::errs() << "ortc: internal error: pass '" << pass << "' " << what
+                   << "; this is a bug in ortc, not in the model (no reproducer could be "
+                      "written)\n";
+      return;
+    }
+    std::ofstream(final + "/command.txt") << commandLine << "\n";
+    llvm::errs() << "ortc: internal error: pass '" << pass << "' " << what
+                 << "; this is a bug in ortc, not in the model. The IR before it and the pass "
+                    "are in "
+                 << final << "/reproducer.mlir (the command in command.txt): replay with "
+                 << "`ortc-opt --run-reproducer " << final
+                 << "/reproducer.mlir` and please report it\n";
+  }
+
+  void discard() { llvm::sys::fs::remove_directories(tmp); }
+
+private:
+  std::string final, tmp, commandLine;
+};
+
+/// Tells a pass that refused the model (valid IR, its own diagnostic) from ortc's own
+/// failures: a crash (the pass never returns) or IR that no longer verifies.
+struct FailureKind : PassInstrumentation {
+  std::string lastPass;
+  bool returned = false, refused = false;
+  void runBeforePass(Pass *pass, Operation *) override { lastPass = pass->getArgument().str(); }
+  void runAfterPassFailed(Pass *pass, Operation *op) override {
+    lastPass = pass->getArgument().str();
+    returned = true;
+    ScopedDiagnosticHandler quiet(op->getContext(), [](Diagnostic &) { return success(); });
+    refused = succeeded(verify(op));
+  }
+};
+
 int runBuild(const BuildOptions &options) {
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -217,6 +302,10 @@ int runBuild(const BuildOptions &options) {
   // and without the IR of the failing op (--dump-after shows IR to those who ask).
   ctx.printOpOnDiagnostic(false);
   ScopedDiagnosticHandler diagnostics(&ctx, [](Diagnostic &d) {
+    // The pass manager's own summary of a failure (and where it put a reproducer):
+    // ortc says which pass failed and how, below.
+    if (llvm::StringRef(d.str()).starts_with("Failures have been detected while processing"))
+      return success();
     const char *kind = d.getSeverity() == DiagnosticSeverity::Error     ? "error"
                        : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
                                                                         : "note";
@@ -347,10 +436,22 @@ int runBuild(const BuildOptions &options) {
       };
       pm.addInstrumentation(std::make_unique<Forward>(*dumper));
     }
+    if (current == Phase::Training)
+      if (const char *kind = std::getenv("ORTC_TEST_INTERNAL_ERROR"); kind && *kind)
+        pm.addPass(createTestInternalErrorPass(kind));
     if (options.timing)
       pm.enableTiming();
-    if (failed(pm.run(*module)))
-      return 1; // the failing pass reported its diagnostic
+    Reproducer reproducer(options);
+    reproducer.enable(pm);
+    auto kind = std::make_unique<FailureKind>();
+    FailureKind &failure = *kind;
+    pm.addInstrumentation(std::move(kind));
+    if (failed(pm.run(*module))) {
+      if (!failure.refused)
+        reproducer.keep(failure.lastPass,
+                        failure.returned ? "left IR that does not verify" : "crashed");
+      return 1; // a refusing pass reported its diagnostic
+    }
   }
 
   if (last >= Phase::Schedule) {

@@ -21,6 +21,7 @@ void registerAllPasses() {
   registerAutodiffPasses();
   registerFusionPasses();
   registerMemoryPlanningPasses();
+  registerTestPasses();
 }
 
 } // namespace ortc

@@ -240,6 +240,7 @@ int main(int argc, char **argv) {
     }
     b.emitMlir = emit == "mlir";
     b.dumpAfter = dumpAfter;
+    b.argv.assign(argv, argv + argc);
     if (b.output.empty() && !b.stopAfter && !b.emitMlir) {
       std::cerr << "ortc: usage error: build needs -o OUT (or --stop-after/--emit mlir)\n";
       return 2;
