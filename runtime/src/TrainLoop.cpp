@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <climits>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -207,16 +208,16 @@ public:
       }
       if (!finite && !o.skipNonFinite) {
         endLine();
-        return fail("step " + std::to_string(i + 1) + ": loss or gradients are not finite (loss=" +
-                    fmt(loss) + "); parameters left unchanged");
+        return fail("step " + std::to_string(i + 1) + ": not finite: " +
+                    nonFiniteCause(trainFeed, i, loss) + "; parameters left unchanged");
       }
       r.stepsDone = i + 1;
       if (!finite) {
         ++r.skipped;
         if (!o.quiet) {
           endLine();
-          out << "step " << i + 1 << " skipped: loss or gradients are not finite (loss=" << fmt(loss)
-              << "); parameters left unchanged\n";
+          out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(trainFeed, i, loss)
+              << "; parameters left unchanged\n";
         }
         continue;
       }
@@ -367,6 +368,45 @@ private:
   }
 
   /// Binds every fed input for step `i`, plus lr and seed.
+  /// What made step `i` not finite, as far as the host can tell without the device's
+  /// gradients: the first NaN/Inf of a float input of that step's batch, else the loss,
+  /// else the gradients.
+  std::string nonFiniteCause(const std::vector<FeedBinding> &bindings, int64_t i, double loss) {
+    for (const FeedBinding &b : bindings) {
+      const TensorRef &t = b.tensor;
+      size_t size = t.dtype == "f32" ? 4 : t.dtype == "f64" ? 8 : 0;
+      if (!size)
+        continue;
+      const char *p = b.data + (b.batches ? size_t(i % b.batches) * t.bytes : 0);
+      for (size_t k = 0; k < t.bytes / size; ++k) {
+        double v;
+        if (size == 4) {
+          float f;
+          std::memcpy(&f, p + 4 * k, 4);
+          v = f;
+        } else {
+          std::memcpy(&v, p + 8 * k, 8);
+        }
+        if (std::isfinite(v))
+          continue;
+        std::string at; // the element's index in the input's shape
+        for (size_t d = t.shape.size(), rest = k; d-- > 0;) {
+          size_t dim = size_t(std::max<int64_t>(t.shape[d], 1));
+          at = std::to_string(rest % dim) + (at.empty() ? "" : ", ") + at;
+          rest /= dim;
+        }
+        return "input '" + t.name + "' holds " + fmt(v) + " at [" + at + "] (its first NaN/Inf" +
+               (b.batches ? "; batch " + std::to_string(i % b.batches + 1) + " of " +
+                                std::to_string(b.batches) + " in the feed"
+                          : "") +
+               "), loss=" + fmt(loss);
+      }
+    }
+    if (!std::isfinite(loss))
+      return "the loss is " + fmt(loss) + " (every input of the step is finite)";
+    return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
+  }
+
   bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i) {
     for (const FeedBinding &b : bindings) {
       size_t offset = b.batches ? size_t(i % b.batches) * b.tensor.bytes : 0;

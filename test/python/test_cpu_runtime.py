@@ -268,7 +268,8 @@ class NonFinite(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual([r["finite"] for r in records], [True, False, True])
             self.assertIsNone(records[1]["loss"])
-            self.assertIn("step 2 skipped: loss or gradients are not finite", p.stdout)
+            self.assertIn("step 2 skipped: not finite: input 'x' holds nan at [2, 5] (its first "
+                          "NaN/Inf; batch 2 of 3 in the feed)", p.stdout)
             p, _, never = train(clean, 2)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(sorted(skipped), sorted(never))
@@ -277,7 +278,7 @@ class NonFinite(unittest.TestCase):
 
             p, records, _ = train(bad, 3)
             self.assertEqual(p.returncode, 1)
-            self.assertIn("step 2: loss or gradients are not finite", p.stderr)
+            self.assertIn("step 2: not finite: input 'x' holds nan at [2, 5]", p.stderr)
             self.assertEqual([r["finite"] for r in records], [True, False])
 
 

@@ -159,6 +159,19 @@ TEST(TrainLoop, Float64FeedIsConvertedToF32) {
   EXPECT_EQ(r.firstLoss, 67.5);
 }
 
+TEST(TrainLoop, NonFiniteLossWithFiniteInputsIsNamedAsTheLoss) {
+  Fixture f("TrainLoop.NonFiniteLoss");
+  std::vector<float> huge = kT;
+  huge[1] = 3e38f; // finite, but its square overflows the loss
+  f.feed(kX, {1, 4}, huge, {1, 4});
+  f.options.steps = 1;
+  TrainResult r;
+  std::string error;
+  EXPECT_EQ(f.run(r, error), 1);
+  EXPECT_EQ(error, "step 1: not finite: the loss is inf (every input of the step is finite); "
+                   "parameters left unchanged");
+}
+
 TEST(TrainLoop, NonFiniteLossStopsWithTheStepNumber) {
   Fixture f("TrainLoop.NonFinite");
   std::vector<float> bad = kT;
@@ -171,8 +184,8 @@ TEST(TrainLoop, NonFiniteLossStopsWithTheStepNumber) {
   TrainResult r;
   std::string error;
   EXPECT_EQ(f.run(r, error), 1);
-  EXPECT_EQ(error,
-            "step 3: loss or gradients are not finite (loss=inf); parameters left unchanged");
+  EXPECT_EQ(error, "step 3: not finite: input 'labels' holds inf at [1] (its first NaN/Inf; "
+                   "batch 3 of 3 in the feed), loss=inf; parameters left unchanged");
   EXPECT_EQ(r.stepsDone, 2);
   // The step that stopped the run is logged too, as not finite.
   std::vector<double> logged = f.loggedLosses(f.options.logJson);
