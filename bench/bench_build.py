@@ -126,6 +126,7 @@ def main(argv=None):
                 edited = export(name, args.cfg, workdir, one_layer_narrower=True)
                 r['cpu, one layer changed'] = build(args, edited, art + '-edited', cache, 'cpu')
             if cuda:
+                shutil.rmtree(cache + '-cuda', ignore_errors=True)
                 r['cuda cold'] = build(args, onnx_path, art + '-cuda', cache + '-cuda', 'cuda')
             rows.append(r)
             print(r, flush=True)
