@@ -225,18 +225,16 @@ SmallVector<SmallVector<Value, 4>> KernelPrinter::tableRows(ValueRange values) {
 }
 
 bool KernelPrinter::argTable(ArrayRef<SmallVector<Value, 4>> rows, const std::string &name) {
-  std::string text;
   size_t width = rows.empty() ? 0 : rows.front().size();
+  for (const SmallVector<Value, 4> &row : rows)
+    if (row.size() != width ||
+        llvm::any_of(row, [&](Value v) { return v && !launchArgOf(v); }))
+      return false; // checked first: a refused table adds no arguments
+  std::string text;
   for (const SmallVector<Value, 4> &row : rows) {
-    if (row.size() != width)
-      return false;
     text += text.empty() ? "{" : ", {";
-    for (Value v : row) {
-      std::optional<size_t> k = v ? slotIndex(v) : std::optional<size_t>(size_t(-1));
-      if (!k)
-        return false;
-      text += (v ? std::to_string(*k) : std::string("-1")) + ", ";
-    }
+    for (Value v : row)
+      text += (v ? std::to_string(*slotIndex(v)) : std::string("-1")) + ", ";
     // The count is a launch argument too, one per row even where counts are equal:
     // the kernel's text then depends on the number of rows only, and a model whose
     // one layer changed width still finds it in the kernel cache.
@@ -507,8 +505,9 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
                     s.getMomentumBuffer() ? s.getResult(1) : Value(), Value()});
   }
   if (argTable(rows, "upd")) {
-    auto at = [&](int c, const char *cv) {
-      return "(" + std::string(cv) + T + " *)(updSlot[i][" + std::to_string(c) + "] < 0 ? nullptr : ptrs[updSlot[i][" + std::to_string(c) + "]])";
+    auto at = [&](int c, const char *qualifier) {
+      std::string k = "updSlot[i][" + std::to_string(c) + "]";
+      return "(" + std::string(qualifier) + T + " *)(" + k + " < 0 ? nullptr : ptrs[" + k + "])";
     };
     body << "  " << lib << "UpdateTensor<" << T << "> ts[" << rows.size() << "];\n"
          << "  for (int i = 0; i < " << rows.size() << "; ++i)\n"
