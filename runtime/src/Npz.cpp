@@ -253,7 +253,7 @@ bool parseNpy(const std::string &b, Array &out, std::string &error) {
   }
   size_t headerLen = major == 1 ? rd16(b, 8) : (b.size() >= 12 ? rd32(b, 8) : SIZE_MAX);
   size_t start = major == 1 ? 10 : 12;
-  if (headerLen > b.size() - start) {
+  if (b.size() < start || headerLen > b.size() - start) {
     error = "truncated .npy header";
     return false;
   }
@@ -421,8 +421,12 @@ bool readNpz(const std::string &path, std::vector<Array> &out, std::string &erro
         return bad("stored member '" + name + "' has inconsistent sizes");
       data = z.substr(dataAt, csize);
     } else if (method == 8) {
-      if (usize > (uint64_t(1) << 40))
-        return bad("member '" + name + "' is too large");
+      // Deflate expands at most 1032:1 (zlib's bound): a directory that claims more is
+      // corrupt, and must not make the reader allocate what it claims.
+      if (usize > (uint64_t(1) << 40) || usize > csize * 1032 + 1024)
+        return bad("member '" + name + "' claims " + std::to_string(usize) +
+                   " bytes from " + std::to_string(csize) +
+                   " compressed ones (deflate expands at most 1032:1)");
       data.resize(usize);
       std::string why;
       if (!inflateRaw(z.data() + dataAt, csize, data, why))

@@ -98,6 +98,12 @@ TEST(Npz, NpyHeaderVariants) {
       npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", four), a, error));
   EXPECT_NE(error.find("needs 20"), std::string::npos) << error;
   EXPECT_FALSE(npz::parseNpy("garbage", a, error));
+  // Found by fuzz-npz: a version-2 magic in 10 or 11 bytes (its 4-byte header length
+  // cut off) threw out of the reader.
+  for (size_t n : {10, 11}) {
+    EXPECT_FALSE(npz::parseNpy(std::string("\x93NUMPY\x02\x00\x00\x00", n), a, error)) << n;
+    EXPECT_EQ(error, "truncated .npy header");
+  }
 }
 
 TEST(Npz, RefusesCorruptArchives) {
