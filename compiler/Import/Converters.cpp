@@ -502,6 +502,8 @@ LogicalResult convReshape(NodeCtx &nc) {
       infer = i;
     } else if (out[i] < 0) {
       return nc.fail("negative dim " + std::to_string(out[i]) + " in shape");
+    } else if (out[i] > kMaxDim || (out[i] && known > kMaxElements / out[i])) {
+      return nc.fail("shape dim " + std::to_string(out[i]) + " makes the tensor too large");
     } else {
       known *= out[i];
     }
@@ -1323,6 +1325,8 @@ LogicalResult lossShapes(NodeCtx &nc, size_t weightIdx) {
   Shape ls = shapeOf(nc.type(0)), ys = shapeOf(nc.type(1));
   if (ls.size() < 2 || ys.size() != ls.size() - 1 || ys[0] != ls[0])
     return nc.fail("scores must be [N,C,...] and labels [N,...]");
+  if (ls[1] < 1)
+    return nc.fail("scores need at least one class (C = " + std::to_string(ls[1]) + ")");
   for (size_t d = 2; d < ls.size(); ++d)
     if (ys[d - 1] != ls[d])
       return nc.fail("labels must be the scores' shape without the class dim");

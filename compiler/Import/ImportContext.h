@@ -30,6 +30,12 @@ struct HostTensor {
   std::vector<int64_t> ints() const;
 };
 
+/// The largest dim and element count a tensor of an imported model may have (inputs,
+/// initializers and the shapes the importer computes): beyond them a product of dims
+/// could overflow int64.
+constexpr int64_t kMaxDim = int64_t(1) << 31;
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
 /// The shortest decimal that a float32 value prints as, read back as a double
 /// (0.9f -> 0.9): how PyTorch hyper-parameters were written before export.
 double floatAsDecimal(double f32Value);

@@ -387,11 +387,11 @@ void Importer::contractCheck(std::map<std::string, std::vector<int64_t>> &inputS
     for (int64_t d : shape) {
       if (d == -1)
         continue;
-      if (d < 0 || d > (int64_t(1) << 31)) {
+      if (d < 0 || d > kMaxDim) {
         problems.push_back("input '" + in.name() + "': bad dim " + std::to_string(d));
         break;
       }
-      if (d && total > (int64_t(1) << 40) / d) {
+      if (d && total > kMaxElements / d) {
         problems.push_back("input '" + in.name() + "': too many elements");
         break;
       }
@@ -586,7 +586,7 @@ bool Importer::readInitializer(onnx::TensorProto &t, size_t index, WeightData &o
   out.dtype = dtypeName(t.data_type());
   int64_t n = 1;
   for (int64_t d : t.dims()) {
-    if (d < 0 || d > (int64_t(1) << 31) || (d && n > (int64_t(1) << 40) / d)) {
+    if (d < 0 || d > kMaxDim || (d && n > kMaxElements / d)) {
       problems.push_back("initializer '" + t.name() + "': bad dim " + std::to_string(d));
       return false;
     }
