@@ -96,18 +96,23 @@ bool TargetInfo::resolveArchs(std::vector<std::string> &archs, bool noPortable, 
   return true;
 }
 
-std::string TargetInfo::findCompiler(std::string &error) const {
-  const char *env = std::getenv(compilerEnv.c_str());
-  std::string c = env && *env ? env : compilerDefault;
-  if (c.find('/') != std::string::npos) {
-    if (access(c.c_str(), X_OK) == 0)
-      return c;
-  } else if (const char *path = std::getenv("PATH")) {
+std::string findExecutable(const std::string &c) {
+  if (c.find('/') != std::string::npos)
+    return access(c.c_str(), X_OK) == 0 ? c : "";
+  if (const char *path = std::getenv("PATH")) {
     std::stringstream dirs(path);
     for (std::string d; std::getline(dirs, d, ':');)
       if (!d.empty() && access((d + "/" + c).c_str(), X_OK) == 0)
         return d + "/" + c;
   }
+  return "";
+}
+
+std::string TargetInfo::findCompiler(std::string &error) const {
+  const char *env = std::getenv(compilerEnv.c_str());
+  std::string c = env && *env ? env : compilerDefault;
+  if (std::string found = findExecutable(c); !found.empty())
+    return found;
   error = "--target " + name + " needs " + c + ", which was not found" +
           (env && *env ? " ($" + compilerEnv + ")" : "") + ": " + installHint +
           " (or set " + compilerEnv + " to the compiler)";

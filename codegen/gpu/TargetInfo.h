@@ -80,6 +80,10 @@ const TargetInfo &cudaTarget();
 /// The AMD target (codegen/hip/HipTarget.cpp).
 const TargetInfo &rocmTarget();
 /// "cuda" / "rocm" -> the target, else null.
+/// `name` if it holds a '/' and is executable, else the first executable `name`
+/// in $PATH; "" if none.
+std::string findExecutable(const std::string &name);
+
 const TargetInfo *gpuTargetByName(const std::string &name);
 
 } // namespace ortc

@@ -72,6 +72,7 @@ struct BuildOptions {
   // Pipeline control and debugging.
   std::optional<Phase> stopAfter;
   bool emitMlir = false;
+  std::string emitFile; ///< where --stop-after / --emit print; "" = standard output
   std::vector<std::string> dumpAfter; ///< pass names, or "all"
   std::string dumpDir;
   /// The command line as typed, written beside a crash reproducer.
@@ -83,6 +84,10 @@ struct BuildOptions {
 
 /// Runs `ortc build`; returns the process exit code (0 ok, 1 bad model or options).
 int runBuild(const BuildOptions &options);
+
+/// What `ortc --version` prints: `headline`, then one line per target with the
+/// compiler a build would use and its version, or why the target cannot build here.
+std::string versionText(const std::string &headline);
 
 } // namespace ortc
 

@@ -292,6 +292,42 @@ struct FailureKind : PassInstrumentation {
   }
 };
 
+std::string versionText(const std::string &headline) {
+  // The line of `compiler --version` that names the version (nvcc's first line does not).
+  auto versionOf = [](const std::string &compiler) {
+    std::string text, first;
+    if (FILE *p = popen((shellQuote(compiler) + " --version 2>/dev/null").c_str(), "r")) {
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, p)) {
+        std::string line(buf);
+        while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+          line.pop_back();
+        if (first.empty())
+          first = line;
+        if (text.empty() && (line.find("version") != std::string::npos ||
+                             line.find("release") != std::string::npos))
+          text = line;
+      }
+      pclose(p);
+    }
+    return text.empty() ? first : text;
+  };
+  std::string out = headline + "\ntargets (the compiler each would build with):\n";
+  const char *cxx = std::getenv("CXX");
+  std::string cpu = findExecutable(cxx && *cxx ? cxx : "c++");
+  out += "  cpu:  " + (cpu.empty() ? std::string("not available: no C++ compiler (") +
+                                         (cxx && *cxx ? cxx : "c++") + ") found"
+                                   : cpu + " (" + versionOf(cpu) + ")") +
+         "\n";
+  for (const char *name : {"cuda", "rocm"}) {
+    const TargetInfo *t = gpuTargetByName(name);
+    std::string why, c = t->findCompiler(why);
+    out += std::string("  ") + name + ": " +
+           (c.empty() ? "not available: " + why : c + " (" + versionOf(c) + ")") + "\n";
+  }
+  return out;
+}
+
 int runBuild(const BuildOptions &options) {
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -471,11 +507,11 @@ int runBuild(const BuildOptions &options) {
   }
 
   auto emitText = [&](const std::string &text) {
-    if (options.output.empty()) {
+    if (options.emitFile.empty()) {
       llvm::outs() << text;
       return 0;
     }
-    return writeAtomically(options.output, text) ? 0 : 1;
+    return writeAtomically(options.emitFile, text) ? 0 : 1;
   };
   if ((options.stopAfter && *options.stopAfter <= Phase::Schedule) || options.emitMlir) {
     std::string text;

@@ -1,7 +1,9 @@
 //===- AttachLoss.cpp - @forward returns the scalar training loss --------===//
 //
 // The loss is ordinary ortc ops appended to @forward, so autodiff treats it like any
-// other part of the graph.
+// other part of the graph. A classification loss also returns two "metric" results,
+// `correct` (rows whose arg-max class is the label) and `counted` (rows whose label
+// is not ignore_index), which @eval_step keeps for accuracy and @train_step drops.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
@@ -37,6 +39,27 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
     Value smooth = NegOp::create(b, loc, DivOp::create(b, loc, total, count));
     return AddOp::create(b, loc, scale(b, loc, ce, 1.0 - labelSmoothing),
                          scale(b, loc, smooth, labelSmoothing));
+  }
+
+  /// `correct` and `counted` of [rows, C] logits against [rows] labels, as f32
+  /// scalars (exact up to 2^24 rows): argmax ties go to the first class, as torch's.
+  SmallVector<StepResult> accuracyCounts(OpBuilder &b, Location loc, Value logits,
+                                         Value labels) {
+    int64_t rows = tensorTypeOf(labels).getDimSize(0);
+    auto boolType = RankedTensorType::get({rows}, b.getI1Type());
+    auto countType = RankedTensorType::get({rows}, b.getF32Type());
+    Value predicted = ArgMaxOp::create(b, loc, logits, 1, false, false);
+    Value hit = EqualOp::create(b, loc, boolType, predicted, labels);
+    Value ignored =
+        EqualOp::create(b, loc, boolType, labels, splatLike(b, loc, labels, double(ignoreIndex)));
+    Value one = splat(b, loc, countType, 1.0), zero = splat(b, loc, countType, 0.0);
+    Value kept = SelectOp::create(b, loc, ignored, zero, one);
+    Value hits = SelectOp::create(b, loc, hit, kept, zero);
+    auto sum = [&](Value v) -> Value {
+      return ReduceSumOp::create(b, loc, v, ArrayRef<int64_t>{0}, false);
+    };
+    return {{sum(hits), "correct", "metric", std::nullopt},
+            {sum(kept), "counted", "metric", std::nullopt}};
   }
 
   void runOnOperation() override {
@@ -79,6 +102,7 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
     }
 
     Value value;
+    SmallVector<StepResult> metrics;
     if (loss == "cross_entropy") {
       if (outType.getRank() < 2) {
         fn.emitError() << "cross_entropy needs logits of rank >= 2, got " << outType;
@@ -120,6 +144,8 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
                                             b.getStringAttr("mean"));
       if (labelSmoothing > 0)
         value = smoothed(b, loc, value, flatLogits, flatLabels);
+      metrics = accuracyCounts(b, NameLoc::get(b.getStringAttr("accuracy"), fn.getLoc()),
+                               flatLogits, flatLabels);
     } else if (loss == "mse") {
       Value target = addArgument(fn, outType, labels, "input");
       Value diff = SubOp::create(b, loc, out, target);
@@ -137,7 +163,9 @@ struct AttachLossPass : impl::AttachLossBase<AttachLossPass> {
       fn.emitError() << "unknown loss '" << loss << "' (cross_entropy, mse, none)";
       return signalPassFailure();
     }
-    setResults(fn, {StepResult{value, "loss", "loss", std::nullopt}});
+    SmallVector<StepResult> results{{value, "loss", "loss", std::nullopt}};
+    results.append(metrics.begin(), metrics.end());
+    setResults(fn, results);
   }
 };
 

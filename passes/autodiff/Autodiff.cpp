@@ -1,8 +1,9 @@
 //===- Autodiff.cpp - Reverse-mode autodiff over the ortc dialect --------===//
 //
 // Algorithm:
-//  1. Clone @forward (which returns the scalar loss) into @eval_step, with inference
-//     semantics (BatchNorm on running statistics, Dropout off), and into @train_step.
+//  1. Clone @forward (which returns the scalar loss, then any "metric" results) into
+//     @eval_step, with inference semantics (BatchNorm on running statistics, Dropout
+//     off; metrics become outputs), and into @train_step (loss only).
 //  2. In @train_step, every float weight that the rule of WeightRules.h leaves
 //     trainable (not frozen, not an exporter-made constant) becomes a candidate
 //     argument. Values reachable from candidates are "varied".
@@ -26,6 +27,7 @@
 #include "passes/autodiff/WeightRules.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/GlobPattern.h"
 
 #include <map>
@@ -79,7 +81,11 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
 void AutodiffPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward || forward.getNumResults() != 1 || resultRole(forward, 0) != "loss") {
+  bool metricsOnly = true;
+  for (unsigned i = 1; forward && i < forward.getNumResults(); ++i)
+    metricsOnly &= resultRole(forward, i) == "metric";
+  if (!forward || forward.getNumResults() < 1 || resultRole(forward, 0) != "loss" ||
+      !metricsOnly) {
     module.emitError("ortc-autodiff: needs @forward returning the loss "
                      "(run ortc-attach-loss first)");
     return signalPassFailure();
@@ -103,9 +109,21 @@ void AutodiffPass::runOnOperation() {
   auto evalFn = cast<func::FuncOp>(mb.clone(*forward));
   evalFn.setSymName("eval_step");
   toInference(evalFn);
+  for (unsigned i = 1; i < evalFn.getNumResults(); ++i)
+    evalFn.setResultAttr(i, "ortc.role", mb.getStringAttr("output"));
   auto fn = cast<func::FuncOp>(mb.clone(*forward));
   fn.setSymName("train_step");
   forward.erase();
+  if (fn.getNumResults() > 1) { // metrics are eval_step's; what computed them goes too
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    setResults(fn, {StepResult{ret.getOperand(0), "loss", "loss", std::nullopt}});
+    SmallVector<Operation *> ops;
+    for (Operation &op : fn.getBody().front().without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (isOpTriviallyDead(op))
+        op->erase();
+  }
 
   // 2. Candidate arguments: one per trainable-looking float weight.
   std::map<std::string, SmallVector<WeightOp>> reads;

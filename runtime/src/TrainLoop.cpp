@@ -6,8 +6,9 @@
 // with one extra leading dimension is a sequence of K batches (step i uses batch
 // i mod K), otherwise the batch is reused. numpy's defaults (float64, int64) are
 // converted within their kind (float -> f32/f64, int -> i64/i32 range-checked);
-// float <-> int is refused. "lr" and "seed" scalars come from the options ("seed"
-// is the same every step); "step" is optimizer state the kernels advance.
+// float <-> int is refused. "lr" and "seed" scalars come from the options ("lr"
+// follows the schedule, "seed" is the same every step); "step" is optimizer state
+// the kernels advance, which also places a resumed run on its schedule.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/train_loop.h"
@@ -142,6 +143,18 @@ std::string fmt(double v) {
   return buf;
 }
 
+std::string checkNumber(const char *flag, double v, double lo, bool loOpen, double hi = INFINITY) {
+  if (std::isfinite(v) && (loOpen ? v > lo : v >= lo) && v <= hi)
+    return "";
+  return std::string(flag) + " needs a finite number " + (loOpen ? "> " : ">= ") + fmt(lo) +
+         (std::isfinite(hi) ? " and <= " + fmt(hi) : "") + ", got " + fmt(v);
+}
+
+std::string checkCount(const char *flag, int64_t v, int64_t lo) {
+  return v >= lo ? "" : std::string(flag) + " needs an integer >= " + std::to_string(lo) +
+                            ", got " + std::to_string(v);
+}
+
 class Loop {
 public:
   Loop(const TrainOptions &o, TrainResult &r, std::string &error)
@@ -150,12 +163,8 @@ public:
         tty(o.terminal < 0 ? isatty(2) == 1 : o.terminal == 1) {}
 
   int run() {
-    if (o.steps < 0)
-      return fail("--steps must be >= 0, got " + std::to_string(o.steps));
-    if (!std::isfinite(o.lr) || o.lr < 0)
-      return fail("--lr must be a finite number >= 0, got " + fmt(o.lr));
-    if (o.data.empty())
-      return fail("no feed given (--data FEED.npz)");
+    if (std::string why = checkTrainOptions(o); !why.empty())
+      return fail(why);
     ortc_artifact *a = nullptr;
     if (ortc_artifact_load(o.artifact.c_str(), &a))
       return apiFail();
@@ -178,21 +187,33 @@ public:
     if (!npz::readNpz(o.data, feed, error))
       return 1;
     std::vector<FeedBinding> trainFeed;
-    if (!prepare("train_step", trainFeed) || !outputScalar("train_step", "loss", lossRef))
+    if (!prepare("train_step", feed, o.data, trainFeed) ||
+        !outputScalar("train_step", "loss", lossRef))
       return 1;
     bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
     if (!error.empty())
       return 1;
-    std::unique_ptr<std::ofstream> log;
+    if (!o.evalData.empty() && !npz::readNpz(o.evalData, evalArrays, error))
+      return 1;
+    // The schedule goes on from the optimizer steps a loaded checkpoint has applied.
+    int64_t start = 0;
+    if (TensorRef step = tensor("step"); step.role == "state" && step.dtype == "i64")
+      std::memcpy(&start, ortc_tensor_data(session.get(), step.index), 8);
+    int64_t horizon = o.scheduleSteps > 0 ? o.scheduleSteps : start + o.steps;
+    if (o.lrSchedule != "constant" && o.lrSchedule != "inverse-sqrt" && horizon <= o.warmupSteps)
+      return fail("--lr-schedule " + o.lrSchedule + " decays after the " +
+                  std::to_string(o.warmupSteps) + " warm-up steps, but the schedule ends at step " +
+                  std::to_string(horizon) + " (--schedule-steps, else the run's last step)");
     if (!o.logJson.empty()) {
       log = std::make_unique<std::ofstream>(o.logJson);
       if (!*log)
         return fail("cannot write " + o.logJson + ": " + std::strerror(errno));
     }
-    Clock::time_point start = Clock::now(), lastDraw;
+    Clock::time_point start0 = Clock::now(), lastDraw;
     for (int64_t i = 0; i < o.steps; ++i) {
       Clock::time_point t0 = Clock::now();
-      if (!bindAll(trainFeed, i) || ortc_run(session.get(), "train_step")) {
+      double lr = scheduledLr(o, start + i, horizon);
+      if (!bindAll(trainFeed, i, lr) || ortc_run(session.get(), "train_step")) {
         endLine();
         return error.empty() ? apiFail() : 1;
       }
@@ -200,10 +221,11 @@ public:
       bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (log) { // also for a step that is not finite, before stopping on it
-        char line[160];
-        std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %s, \"time_ms\": %.4f, \"finite\": %s}\n",
-                      (long long)(i + 1), jsonNumber(loss, lossRef.dtype == "f32" ? 9 : 17).c_str(), ms,
-                      finite ? "true" : "false");
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"time_ms\": %.4f, \"finite\": %s}\n",
+                      (long long)(i + 1), jsonNumber(loss, lossRef.dtype == "f32" ? 9 : 17).c_str(),
+                      jsonNumber(lr, 9).c_str(), ms, finite ? "true" : "false");
         *log << line << std::flush;
       }
       if (!finite && !o.skipNonFinite) {
@@ -219,22 +241,26 @@ public:
           out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(trainFeed, i, loss)
               << "; parameters left unchanged\n";
         }
-        continue;
+      } else {
+        if (r.stepsDone == r.skipped + 1)
+          r.firstLoss = loss;
+        r.lastLoss = loss;
+        bool shown = (i + 1) % o.logEvery == 0 || i + 1 == o.steps;
+        if (o.quiet || !shown) {
+        } else if (!tty) {
+          out << "step " << i + 1 << " loss " << fmt(loss)
+              << (o.lrSchedule != "constant" || o.warmupSteps ? " lr " + fmt(lr) : "") << "\n";
+        } else if (i + 1 == o.steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
+          double secs = std::chrono::duration<double>(Clock::now() - start0).count();
+          progress << "\rstep " << i + 1 << "/" << o.steps << "  loss " << fmt(loss) << "  lr "
+                   << fmt(lr) << "  " << fmt(secs > 0 ? (i + 1) / secs : 0) << " steps/s\x1b[K"
+                   << std::flush;
+          lastDraw = Clock::now();
+          drawn = true;
+        }
       }
-      if (r.stepsDone == r.skipped + 1)
-        r.firstLoss = loss;
-      r.lastLoss = loss;
-      if (o.quiet)
-        continue;
-      if (!tty) {
-        out << "step " << i + 1 << " loss " << fmt(loss) << "\n";
-      } else if (i + 1 == o.steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
-        double secs = std::chrono::duration<double>(Clock::now() - start).count();
-        progress << "\rstep " << i + 1 << "/" << o.steps << "  loss " << fmt(loss) << "  "
-                 << fmt(secs > 0 ? (i + 1) / secs : 0) << " steps/s\x1b[K" << std::flush;
-        lastDraw = Clock::now();
-        drawn = true;
-      }
+      if (o.evalEvery > 0 && (i + 1) % o.evalEvery == 0 && !evaluate(i + 1))
+        return 1;
     }
     endLine();
     if (log && !*log)
@@ -244,7 +270,7 @@ public:
       return apiFail();
     if (!o.saveCheckpoint.empty() && ortc_checkpoint_save(session.get(), o.saveCheckpoint.c_str()))
       return apiFail();
-    return o.eval ? evaluate() : 0;
+    return o.eval && !evaluate(o.steps) ? 1 : 0;
   }
 
 private:
@@ -255,8 +281,12 @@ private:
   bool tty, drawn = false;
   std::unique_ptr<ortc_artifact, ArtifactDeleter> artifact;
   std::unique_ptr<ortc_session, SessionDeleter> session;
-  std::vector<npz::Array> feed;
+  std::vector<npz::Array> feed, evalArrays;
   TensorRef lossRef, finiteRef;
+  std::unique_ptr<std::ofstream> log;
+  std::vector<FeedBinding> evalFeed;
+  TensorRef evalLossRef, correctRef, countedRef;
+  bool evalReady = false, haveAccuracy = false;
 
   /// JSON has no NaN or Infinity: a non-finite loss is logged as null.
   static std::string jsonNumber(double v, int digits) {
@@ -294,15 +324,17 @@ private:
     return t;
   }
 
-  const npz::Array *findFeed(const std::string &name) {
+  static const npz::Array *findFeed(const std::vector<npz::Array> &feed, const std::string &name) {
     for (const npz::Array &a : feed)
       if (a.name == name)
         return &a;
     return nullptr;
   }
 
-  /// Matches the inputs of `fn` with the feed; scalars other than lr/seed must be in it.
-  bool prepare(const char *fn, std::vector<FeedBinding> &bindings) {
+  /// Matches the inputs of `fn` with the arrays of feed file `path`; scalars other than
+  /// lr/seed must be in it.
+  bool prepare(const char *fn, const std::vector<npz::Array> &feed, const std::string &path,
+               std::vector<FeedBinding> &bindings) {
     int64_t n = ortc_function_input_count(session.get(), fn);
     if (n < 0)
       return fail(o.artifact + " has no function '" + fn + "'"), false;
@@ -312,12 +344,12 @@ private:
       TensorRef t = tensor(ortc_function_input(session.get(), fn, i));
       if (t.role == "scalar" && (t.name == "lr" || t.name == "seed"))
         continue;
-      const npz::Array *a = findFeed(t.name);
+      const npz::Array *a = findFeed(feed, t.name);
       if (!a) {
         std::string have;
         for (const npz::Array &f : feed)
           have += (have.empty() ? "" : ", ") + f.name;
-        return fail(o.data + ": no array for input '" + t.name + "' " + npz::shapeString(t.shape) +
+        return fail(path + ": no array for input '" + t.name + "' " + npz::shapeString(t.shape) +
                     " (" + fn + " " + t.role + " " + t.dtype +
                     "); the file has: " + (have.empty() ? "nothing" : have)),
                false;
@@ -330,7 +362,7 @@ private:
         seqShape.insert(seqShape.end(), t.shape.begin(), t.shape.end());
         std::string k = npz::shapeString(seqShape);
         k.replace(1, 2, "K");
-        return fail(o.data + ": input '" + t.name + "' needs shape " + npz::shapeString(t.shape) +
+        return fail(path + ": input '" + t.name + "' needs shape " + npz::shapeString(t.shape) +
                     (t.role == "scalar" ? "" : " (or " + k + " for a sequence of K batches)") +
                     ", got " + npz::shapeString(a->shape)),
                false;
@@ -341,7 +373,7 @@ private:
         b.converted = std::make_shared<std::string>();
         std::string why;
         if (!convertFeed(*a, t.dtype, *b.converted, why))
-          return fail(o.data + ": input '" + t.name + "' is " + npz::describe(a->dtype) +
+          return fail(path + ": input '" + t.name + "' is " + npz::describe(a->dtype) +
                       ", the model expects " + t.dtype +
                       (known ? " (" + std::string(npz::descr(want)) + ")" : std::string()) +
                       (why.empty() ? "" : ": " + why)),
@@ -351,14 +383,14 @@ private:
       if (seq && t.role != "scalar") {
         b.batches = a->shape[0];
         if (batches && batches != b.batches)
-          return fail(o.data + ": inputs '" + batchesFrom + "' and '" + t.name +
+          return fail(path + ": inputs '" + batchesFrom + "' and '" + t.name +
                       "' hold different numbers of batches (" + std::to_string(batches) + " and " +
                       std::to_string(b.batches) + ")"),
                  false;
         batches = b.batches;
         batchesFrom = t.name;
       } else if (a->shape != t.shape) {
-        return fail(o.data + ": scalar input '" + t.name + "' needs shape " +
+        return fail(path + ": scalar input '" + t.name + "' needs shape " +
                     npz::shapeString(t.shape) + ", got " + npz::shapeString(a->shape)),
                false;
       }
@@ -407,13 +439,13 @@ private:
     return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
   }
 
-  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i) {
+  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i, double lr) {
     for (const FeedBinding &b : bindings) {
       size_t offset = b.batches ? size_t(i % b.batches) * b.tensor.bytes : 0;
       if (ortc_bind_input(session.get(), b.tensor.name.c_str(), b.data + offset, b.tensor.bytes))
         return false;
     }
-    return setScalar("lr", o.lr) && setScalar("seed", double(o.seed), o.seed);
+    return setScalar("lr", lr) && setScalar("seed", double(o.seed), o.seed);
   }
 
   /// Writes `v` into scalar `name` if the model has it.
@@ -482,28 +514,112 @@ private:
     return buf[0] != 0;
   }
 
-  int evaluate() {
-    std::vector<FeedBinding> evalFeed;
-    TensorRef evalLoss;
-    if (!prepare("eval_step", evalFeed) || !outputScalar("eval_step", "loss", evalLoss))
-      return 1;
+  /// Runs eval_step over every batch of the eval feed (--eval-data, else the training
+  /// feed): mean loss and, where eval_step counts them, accuracy; printed and logged.
+  bool evaluate(int64_t afterStep) {
+    if (!evalReady) {
+      const std::vector<npz::Array> &arrays = o.evalData.empty() ? feed : evalArrays;
+      const std::string &path = o.evalData.empty() ? o.data : o.evalData;
+      if (!prepare("eval_step", arrays, path, evalFeed) ||
+          !outputScalar("eval_step", "loss", evalLossRef))
+        return false;
+      haveAccuracy = outputScalar("eval_step", "correct", correctRef, true) &&
+                     outputScalar("eval_step", "counted", countedRef, true);
+      if (!error.empty())
+        return false;
+      evalReady = true;
+    }
     int64_t batches = 1;
     for (const FeedBinding &b : evalFeed)
       batches = std::max(batches, b.batches);
-    double sum = 0;
+    double sum = 0, correct = 0, counted = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      if (!bindAll(evalFeed, i) || ortc_run(session.get(), "eval_step"))
-        return error.empty() ? apiFail() : 1;
-      sum += readScalar(evalLoss);
+      if (!bindAll(evalFeed, i, o.lr) || ortc_run(session.get(), "eval_step"))
+        return error.empty() ? (apiFail(), false) : false;
+      sum += readScalar(evalLossRef);
+      if (haveAccuracy) {
+        correct += readScalar(correctRef);
+        counted += readScalar(countedRef);
+      }
     }
     r.evaluated = true;
     r.evalLoss = sum / double(batches);
-    out << "eval loss " << fmt(r.evalLoss) << "\n" << std::flush;
-    return 0;
+    r.evalAccuracy = haveAccuracy && counted > 0 ? correct / counted : NAN;
+    endLine();
+    out << (afterStep ? "step " + std::to_string(afterStep) + " eval loss " : "eval loss ")
+        << fmt(r.evalLoss);
+    if (haveAccuracy)
+      out << " accuracy " << fmt(r.evalAccuracy);
+    out << "\n" << std::flush;
+    if (log) {
+      *log << "{\"step\": " << afterStep << ", \"eval_loss\": " << jsonNumber(r.evalLoss, 9);
+      if (haveAccuracy)
+        *log << ", \"eval_accuracy\": " << jsonNumber(r.evalAccuracy, 9);
+      *log << ", \"eval_batches\": " << batches << "}\n" << std::flush;
+    }
+    return true;
   }
 };
 
 } // namespace
+
+std::string checkTrainOptions(const TrainOptions &o) {
+  std::string why;
+  auto check = [&](std::string w) {
+    if (why.empty())
+      why = std::move(w);
+  };
+  if (o.artifact.empty())
+    check("no artifact given");
+  if (o.data.empty())
+    check("no feed given (--data FEED.npz)");
+  check(checkCount("--steps", o.steps, 0));
+  check(checkNumber("--lr", o.lr, 0, false));
+  if (o.lrSchedule != "constant" && o.lrSchedule != "linear" && o.lrSchedule != "cosine" &&
+      o.lrSchedule != "inverse-sqrt")
+    check("--lr-schedule takes constant, linear, cosine or inverse-sqrt, got '" + o.lrSchedule +
+          "'");
+  check(checkCount("--warmup-steps", o.warmupSteps, 0));
+  check(checkNumber("--min-lr", o.minLr, 0, false, o.lr));
+  check(checkCount("--schedule-steps", o.scheduleSteps, 0));
+  if (o.minLr > 0 && o.lrSchedule == "constant")
+    check("--min-lr is the floor of a decaying --lr-schedule (linear, cosine, inverse-sqrt), "
+          "and the schedule is constant");
+  if (o.scheduleSteps > 0 && (o.lrSchedule == "constant" || o.lrSchedule == "inverse-sqrt"))
+    check("--schedule-steps is where linear and cosine schedules end, and the schedule is " +
+          o.lrSchedule);
+  check(checkCount("--eval-every", o.evalEvery, 0));
+  if (o.evalEvery > 0 && o.evalData.empty())
+    check("--eval-every needs --eval-data FILE (the batches to evaluate)");
+  if (!o.evalData.empty() && o.evalEvery == 0 && !o.eval)
+    check("--eval-data needs --eval-every N or --eval (when to evaluate)");
+  check(checkCount("--log-every", o.logEvery, 1));
+  if (o.logEvery > 1 && o.quiet)
+    check("--log-every and --quiet contradict each other");
+  check(checkCount("--threads", o.threads, 0));
+  check(checkCount("--init-seed", o.initSeed, -1));
+  if (!o.saveParams.empty() && o.saveParams == o.saveCheckpoint)
+    check("--save-params and --save-checkpoint name the same file, " + o.saveParams);
+  return why;
+}
+
+double scheduledLr(const TrainOptions &o, int64_t p, int64_t horizon) {
+  double w = double(o.warmupSteps), t = double(p);
+  if (t < w)
+    return o.lr * t / w;
+  if (o.lrSchedule == "linear" || o.lrSchedule == "cosine") {
+    double span = double(horizon) - w;
+    double progress = span > 0 ? std::min(1.0, (t - w) / span) : 1.0;
+    double f = o.lrSchedule == "linear" ? 1.0 - progress
+                                        : 0.5 * (1.0 + std::cos(M_PI * progress));
+    return o.minLr + (o.lr - o.minLr) * f;
+  }
+  if (o.lrSchedule == "inverse-sqrt") {
+    double scale = o.warmupSteps > 0 ? w : 10000.0;
+    return std::max(o.minLr, o.lr / std::sqrt((t + scale - w) / scale));
+  }
+  return o.lr;
+}
 
 int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &error) {
   error.clear();

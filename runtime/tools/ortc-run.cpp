@@ -28,7 +28,12 @@ const char *kHelp =
     "  --data FEED.npz          one array per model input, named as in the model; an\n"
     "                           extra leading dimension K is a sequence of K batches\n"
     "  --steps N                number of training steps (default 10)\n"
-    "  --lr LR                  learning rate (default 0.01)\n"
+    "  --lr LR                  learning rate, the schedule's peak (default 0.01)\n"
+    "  --lr-schedule S          constant (default), linear, cosine or inverse-sqrt\n"
+    "  --warmup-steps N         linear warm-up from 0 over N steps (default 0)\n"
+    "  --min-lr LR              floor the decaying schedules end at (default 0)\n"
+    "  --schedule-steps N       step where linear/cosine reach --min-lr (default:\n"
+    "                           the run's last step)\n"
     "  --seed S                 dropout seed (default 0)\n"
     "  --log-json FILE          write {\"step\",\"loss\",\"time_ms\"} per step, one per line\n"
     "  --save-params OUT.npz    write the trained parameters and buffers\n"
@@ -37,7 +42,10 @@ const char *kHelp =
     "  --load-checkpoint FILE   resume from a checkpoint\n"
     "  --init-seed S            draw the weights an `ortc build --no-params` artifact\n"
     "                           leaves out (N(0, 0.02^2), seeded), e.g. for benchmarks\n"
-    "  --eval                   print the eval_step loss over the feed after training\n"
+    "  --eval                   evaluate after training (on --eval-data, else --data)\n"
+    "  --eval-data FILE.npz     eval feed: loss, and accuracy for classification\n"
+    "  --eval-every N           evaluate on --eval-data every N steps (logged)\n"
+    "  --log-every N            print every N-th step (the JSON log has all)\n"
     "  --threads N              kernel threads (default: ORTC_THREADS, else\n"
     "                           OMP_NUM_THREADS, else one per physical core)\n"
     "  --quiet                  no progress output\n"
@@ -115,10 +123,12 @@ int main(int argc, char **argv) {
       (arg == "--eval" ? o.eval : arg == "--quiet" ? o.quiet : o.noGraphs) = true;
       continue;
     }
-    static const char *valued[] = {"--data",        "--steps",           "--lr",
-                                   "--seed",        "--log-json",        "--save-params",
-                                   "--load-params", "--save-checkpoint", "--load-checkpoint",
-                                   "--threads",     "--init-seed",       "--on-nonfinite"};
+    static const char *valued[] = {
+        "--data",          "--steps",         "--lr",           "--seed",
+        "--log-json",      "--save-params",   "--load-params",  "--save-checkpoint",
+        "--load-checkpoint", "--threads",     "--init-seed",    "--on-nonfinite",
+        "--lr-schedule",   "--warmup-steps",  "--min-lr",       "--schedule-steps",
+        "--eval-data",     "--eval-every",    "--log-every"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -155,6 +165,21 @@ int main(int argc, char **argv) {
       if (!parseInt(value, n) || n < 0)
         return usageError("--init-seed needs a non-negative integer, got '" + value + "'");
       o.initSeed = n;
+    } else if (arg == "--lr-schedule") {
+      o.lrSchedule = value;
+    } else if (arg == "--warmup-steps" || arg == "--schedule-steps" || arg == "--eval-every" ||
+               arg == "--log-every") {
+      if (!parseInt(value, n))
+        return usageError(arg + " needs an integer, got '" + value + "'");
+      (arg == "--warmup-steps"     ? o.warmupSteps
+       : arg == "--schedule-steps" ? o.scheduleSteps
+       : arg == "--eval-every"     ? o.evalEvery
+                                   : o.logEvery) = n;
+    } else if (arg == "--min-lr") {
+      if (!parseDouble(value, o.minLr))
+        return usageError("--min-lr needs a finite number, got '" + value + "'");
+    } else if (arg == "--eval-data") {
+      o.evalData = value;
     } else if (arg == "--log-json") {
       o.logJson = value;
     } else if (arg == "--save-params") {
@@ -172,6 +197,8 @@ int main(int argc, char **argv) {
   if (!haveData || o.data.empty())
     return usageError("missing --data FEED.npz");
 
+  if (std::string why = ortc::checkTrainOptions(o); !why.empty())
+    return usageError(why);
   o.program = "ortc-run";
   return ortc::runTrainLoop(o);
 }

@@ -109,15 +109,16 @@ def check_oracle(losses, losses64, losses32, updates, updates64, updates32, what
     return failures, worst
 
 
-def torch_sgd_run(model, x, labels, dtype, steps, lr):
+def torch_sgd_run(model, x, labels, dtype, steps, lr, lr_lambda=None):
     """Per-step losses and final parameters (float64 numpy) of `steps` plain SGD steps of a
     copy of `model` in `dtype`, cross-entropy on its logits: a model's float64 oracle run and
-    PyTorch's float32 run."""
+    PyTorch's float32 run. lr_lambda(step) scales lr through torch's LambdaLR."""
     import copy
     import torch
     import torch.nn.functional as F
     model = copy.deepcopy(model).to(dtype).train()
     opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda) if lr_lambda else None
     xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(labels)
     losses = []
     for _ in range(steps):
@@ -125,23 +126,26 @@ def torch_sgd_run(model, x, labels, dtype, steps, lr):
         loss = F.cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
+        if sched:
+            sched.step()
         losses.append(loss.item())
     return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
 
 
 def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), build_flags=(), env=None,
-                       on_artifact=None):
+                       on_artifact=None, train_flags=(), lr_lambda=None):
     """Trains `model` (cross-entropy on its logits, plain SGD) in PyTorch float64 and float32
     and, exported by torch.onnx at opset 17 in training mode, with ortc on the CPU target (or
     the one `build_flags` name, built and trained in `env`); asserts (on unittest case `test`)
     that the export holds `expect_ops`, that ortc trains PyTorch's parameters and that it meets
-    check_oracle on every loss and update. on_artifact(artifact, folder) runs after training."""
+    check_oracle on every loss and update. on_artifact(artifact, folder) runs after training;
+    train_flags go to `ortc train`, and lr_lambda is their schedule as torch's LambdaLR sees it."""
     import json
     import warnings
     import torch
     init = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
-    losses64, final64 = torch_sgd_run(model, x, labels, torch.float64, steps, lr)
-    losses32, final32 = torch_sgd_run(model, x, labels, torch.float32, steps, lr)
+    losses64, final64 = torch_sgd_run(model, x, labels, torch.float64, steps, lr, lr_lambda)
+    losses32, final32 = torch_sgd_run(model, x, labels, torch.float32, steps, lr, lr_lambda)
     with TempDir() as d:
         onnx_path = os.path.join(d, "model.onnx")
         with warnings.catch_warnings():
@@ -158,9 +162,10 @@ def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), b
         np.savez(os.path.join(d, "feed.npz"), x=x, labels=labels)
         log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
         run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(steps),
-             "--lr", str(lr), "--log-json", log, "--save-params", params], env=env)
+             "--lr", str(lr), "--log-json", log, "--save-params", params] + list(train_flags),
+            env=env)
         with open(log) as f:
-            losses = [json.loads(line)["loss"] for line in f]
+            losses = [r["loss"] for r in map(json.loads, f) if "loss" in r]
         trained = dict(np.load(params))
         if on_artifact:
             on_artifact(art, d)

@@ -17,8 +17,7 @@
 
 namespace {
 
-/// Parses NAME=N pairs for --dim (N >= 1; a name given twice must agree); "" or the
-/// usage error.
+/// Parses NAME=N pairs for --dim (N >= 1, each name once); "" or the usage error.
 std::string parseDims(const std::vector<std::string> &raw, std::map<std::string, int64_t> &out) {
   for (const std::string &s : raw) {
     size_t eq = s.find('=');
@@ -29,7 +28,7 @@ std::string parseDims(const std::vector<std::string> &raw, std::map<std::string,
     if (*end || end == s.c_str() + eq + 1 || v < 1)
       return "--dim takes NAME=N with N >= 1, got '" + s + "'";
     auto [it, fresh] = out.emplace(s.substr(0, eq), v);
-    if (!fresh && it->second != v)
+    if (!fresh)
       return "--dim " + it->first + " given twice (" + std::to_string(it->second) + " and " +
              std::to_string(v) + ")";
   }
@@ -58,6 +57,63 @@ bool parseShapes(const std::vector<std::string> &raw,
   return true;
 }
 
+/// A CLI11 check: a finite number in [lo, hi], either end open on request.
+CLI::Validator finiteIn(double lo, double hi, bool loOpen = false, bool hiOpen = false) {
+  std::string range = std::string(loOpen ? "> " : ">= ") + CLI::detail::to_string(lo) +
+                      (std::isfinite(hi) ? std::string(hiOpen ? " and < " : " and <= ") +
+                                               CLI::detail::to_string(hi)
+                                         : "");
+  return CLI::Validator(
+      [=](std::string &v) {
+        char *end = nullptr;
+        double x = std::strtod(v.c_str(), &end);
+        bool ok = !*end && end != v.c_str() && std::isfinite(x) && (loOpen ? x > lo : x >= lo) &&
+                  (hiOpen ? x < hi : x <= hi);
+        return ok ? std::string() : "needs a finite number " + range + ", got '" + v + "'";
+      },
+      "FINITE " + range);
+}
+
+/// The usage error of flags that only make sense together ("" if none).
+std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, bool printsIr,
+                            const std::string &emitFile) {
+  auto given = [&](const char *flag) { return build.count(flag) > 0; };
+  for (const char *f : {"--momentum", "--dampening", "--nesterov"})
+    if (given(f) && b.optimizer != "sgd")
+      return std::string(f) + " is an sgd setting, and --optimizer is " + b.optimizer;
+  for (const char *f : {"--beta1", "--beta2", "--eps"})
+    if (given(f) && b.optimizer != "adamw")
+      return std::string(f) + " is an adamw setting, and --optimizer is " + b.optimizer;
+  if (b.nesterov && (b.momentum <= 0 || b.dampening != 0))
+    return "--nesterov needs --momentum > 0 and --dampening 0 (as torch.optim.SGD)";
+  for (const char *f : {"--ignore-index", "--class-axis", "--label-smoothing"})
+    if (given(f) && b.loss != "cross_entropy")
+      return std::string(f) + " is a cross_entropy setting, and --loss is " + b.loss;
+  if (given("--loss-output") && b.loss != "none")
+    return "--loss-output names the graph's own loss, for --loss none (--loss is " + b.loss + ")";
+  if (b.loss == "none" && b.lossOutput.empty())
+    return "--loss none needs --loss-output NAME (the graph's scalar loss output)";
+  if (given("--labels") && b.loss == "none")
+    return "--labels names the input ortc adds for its loss, and --loss is none";
+  if (given("--arch") && b.target == "cpu")
+    return "--arch is for --target cuda or rocm (the cpu target takes --cpu)";
+  if (given("--cpu") && b.target != "cpu")
+    return "--cpu is for --target cpu (GPU targets take --arch)";
+  if (b.noPtx && b.target != "cuda")
+    return "--no-ptx is for --target cuda (PTX is NVIDIA's portable code)";
+  if (given("--dump-dir") && b.dumpAfter.empty())
+    return "--dump-dir needs --dump-after PASSES (or all)";
+  if (!emitFile.empty() && !printsIr)
+    return "--emit-file is where --stop-after or --emit mlir print their IR";
+  if (printsIr && !b.output.empty())
+    return std::string(b.emitMlir ? "--emit mlir" : "--stop-after") +
+           " prints IR and writes no artifact: drop -o " + b.output +
+           " (the IR goes to standard output, or to --emit-file FILE)";
+  if (!printsIr && b.output.empty())
+    return "build needs -o OUT (or --stop-after/--emit mlir)";
+  return "";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -66,12 +122,11 @@ int main(int argc, char **argv) {
                "plus a small runtime that runs it."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  app.set_version_flag("--version", std::string("ortc ") + ORTC_VERSION + " (LLVM/MLIR " + ORTC_LLVM_VERSION +
-                                        ", ONNX opsets 7-28)");
+  app.set_version_flag("--version", "(printed by ortc::versionText)");
 
   ortc::BuildOptions b;
   std::vector<std::string> dims, shapes, dumpAfter;
-  std::string stopAfter, emit;
+  std::string stopAfter, emit, emitFile;
   auto *build = app.add_subcommand("build", "Compile an ONNX model into a training artifact");
   build->add_option("model", b.model, "The ONNX model (.onnx, or .onnxtxt text format)")
       ->required()->check(CLI::ExistingFile);
@@ -103,19 +158,27 @@ int main(int argc, char **argv) {
                     "cross_entropy: class axis of the logits (default 1 as PyTorch, or 2 for "
                     "rank-3 [B, T, V] language-model logits)");
   train->add_option("--label-smoothing", b.labelSmoothing,
-                    "cross_entropy: PyTorch's label_smoothing")->default_val(0.0);
+                    "cross_entropy: PyTorch's label_smoothing")->default_val(0.0)
+      ->check(finiteIn(0, 1));
   train->add_option("--loss-output", b.lossOutput, "Scalar loss output (with --loss none)");
   train->add_option("--optimizer", b.optimizer, "sgd or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}))->default_val("sgd");
-  train->add_option("--momentum", b.momentum, "SGD momentum")->default_val(0.0);
-  train->add_option("--dampening", b.dampening, "SGD dampening")->default_val(0.0);
+  train->add_option("--momentum", b.momentum, "SGD momentum")->default_val(0.0)
+      ->check(finiteIn(0, INFINITY));
+  train->add_option("--dampening", b.dampening, "SGD dampening")->default_val(0.0)
+      ->check(finiteIn(0, 1));
   train->add_flag("--nesterov", b.nesterov, "SGD with Nesterov momentum");
   train->add_option("--weight-decay", b.weightDecay,
-                    "Weight decay (default: 0 for sgd, 0.01 for adamw)");
-  train->add_option("--beta1", b.beta1, "AdamW beta1")->default_val(0.9);
-  train->add_option("--beta2", b.beta2, "AdamW beta2")->default_val(0.999);
-  train->add_option("--eps", b.eps, "AdamW epsilon")->default_val(1e-8);
-  train->add_option("--clip-grad-norm", b.clipGradNorm, "Clip the global gradient norm");
+                    "Weight decay (default: 0 for sgd, 0.01 for adamw)")
+      ->check(finiteIn(0, INFINITY));
+  train->add_option("--beta1", b.beta1, "AdamW beta1")->default_val(0.9)
+      ->check(finiteIn(0, 1, false, true));
+  train->add_option("--beta2", b.beta2, "AdamW beta2")->default_val(0.999)
+      ->check(finiteIn(0, 1, false, true));
+  train->add_option("--eps", b.eps, "AdamW epsilon")->default_val(1e-8)
+      ->check(finiteIn(0, INFINITY, true));
+  train->add_option("--clip-grad-norm", b.clipGradNorm, "Clip the global gradient norm")
+      ->check(finiteIn(0, INFINITY, true));
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");
@@ -137,6 +200,8 @@ int main(int argc, char **argv) {
   debug->add_option("--stop-after", stopAfter, "Stop after a phase and print its IR: " + phases);
   debug->add_option("--emit", emit, "Print the final IR instead of writing an artifact")
       ->check(CLI::IsMember({"mlir"}));
+  debug->add_option("--emit-file", emitFile,
+                    "Where --stop-after / --emit mlir print (default: standard output)");
   debug->add_option("--dump-after", dumpAfter,
                     "Dump the IR after these passes (or 'all')")->delimiter(',');
   debug->add_option("--dump-dir", b.dumpDir, "Folder for the numbered dump files");
@@ -163,17 +228,24 @@ int main(int argc, char **argv) {
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
   trainCmd->add_option("--data", t.data, "Feed .npz: one array per input (plus labels)")->required();
   trainCmd->add_option("--steps", t.steps, "Number of steps")->default_val(10);
-  trainCmd->add_option("--lr", t.lr, "Learning rate")
+  trainCmd->add_option("--lr", t.lr, "Learning rate (the peak of --lr-schedule)")
       ->default_val(0.01)
-      ->check(CLI::Validator(
-          [](std::string &v) {
-            char *end = nullptr;
-            double x = std::strtod(v.c_str(), &end);
-            return *end || end == v.c_str() || !std::isfinite(x) || x < 0
-                       ? "needs a finite number >= 0, got '" + v + "'"
-                       : std::string();
-          },
-          "FINITE >= 0"));
+      ->check(finiteIn(0, INFINITY));
+  auto *sched = trainCmd->add_option_group("Schedule", "How the learning rate moves");
+  sched->add_option("--lr-schedule", t.lrSchedule,
+                    "constant, linear, cosine or inverse-sqrt (Hugging Face's schedules; "
+                    "the lr of each step is logged)")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-sqrt"}))
+      ->default_val("constant");
+  sched->add_option("--warmup-steps", t.warmupSteps,
+                    "Steps of linear warm-up from 0 to --lr")->default_val(0)
+      ->check(CLI::NonNegativeNumber);
+  sched->add_option("--min-lr", t.minLr, "Floor that linear, cosine and inverse-sqrt decay to")
+      ->default_val(0.0)->check(finiteIn(0, INFINITY));
+  sched->add_option("--schedule-steps", t.scheduleSteps,
+                    "Step at which linear and cosine reach --min-lr (default: the last step of "
+                    "this run; give the total when a run resumes from a checkpoint)")
+      ->check(CLI::PositiveNumber);
   trainCmd->add_option("--seed", t.seed, "Dropout seed")->default_val(0);
   trainCmd->add_option("--log-json", t.logJson, "Write one JSON line per step");
   trainCmd->add_option("--save-params", t.saveParams, "Write trained parameters (.npz)");
@@ -183,7 +255,17 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--init-seed", t.initSeed,
                        "Draw the weights a --no-params artifact leaves out (N(0, 0.02^2), seeded)")
       ->check(CLI::NonNegativeNumber);
-  trainCmd->add_flag("--eval", t.eval, "Evaluate the loss after training");
+  trainCmd->add_flag("--eval", t.eval,
+                     "Evaluate after training (on --eval-data, else on the training feed)");
+  trainCmd->add_option("--eval-data", t.evalData,
+                       "Eval feed (.npz, as --data): loss, and accuracy for cross_entropy");
+  trainCmd->add_option("--eval-every", t.evalEvery,
+                       "Evaluate on --eval-data every N steps (logged with the steps)")
+      ->check(CLI::PositiveNumber);
+  trainCmd->add_flag("--quiet", t.quiet, "Print nothing but errors");
+  trainCmd->add_option("--log-every", t.logEvery,
+                       "Print every N-th step (and the last); --log-json still has every step")
+      ->default_val(1)->check(CLI::PositiveNumber);
   trainCmd->add_option("--threads", t.threads,
                        "Kernel threads (default: ORTC_THREADS, else one per physical core)")
       ->check(CLI::PositiveNumber);
@@ -215,8 +297,10 @@ int main(int argc, char **argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp &e) {
     return app.exit(e);
-  } catch (const CLI::CallForVersion &e) {
-    return app.exit(e);
+  } catch (const CLI::CallForVersion &) {
+    std::cout << ortc::versionText(std::string("ortc ") + ORTC_VERSION + " (LLVM/MLIR " +
+                                   ORTC_LLVM_VERSION + ", ONNX opsets 7-28)");
+    return 0;
   } catch (const CLI::ParseError &e) {
     std::cerr << "ortc: usage error: " << e.what() << "\nRun 'ortc --help' for usage.\n";
     return 2;
@@ -239,22 +323,12 @@ int main(int argc, char **argv) {
       }
     }
     b.emitMlir = emit == "mlir";
+    b.emitFile = emitFile;
     b.dumpAfter = dumpAfter;
     b.argv.assign(argv, argv + argc);
-    if (b.output.empty() && !b.stopAfter && !b.emitMlir) {
-      std::cerr << "ortc: usage error: build needs -o OUT (or --stop-after/--emit mlir)\n";
-      return 2;
-    }
-    if ((b.stopAfter || b.emitMlir) && !b.output.empty() &&
-        (b.output.size() >= 5 && b.output.compare(b.output.size() - 5, 5, ".ortc") == 0)) {
-      std::cerr << "ortc: usage error: " << (b.emitMlir ? "--emit mlir" : "--stop-after")
-                << " writes IR to -o, and " << b.output
-                << " names an artifact folder: give the IR file another name (e.g. model.mlir)\n";
-      return 2;
-    }
-    if (b.loss == "none" && b.lossOutput.empty()) {
-      std::cerr << "ortc: usage error: --loss none needs --loss-output NAME (the graph's scalar "
-                   "loss output)\n";
+    if (std::string why = checkBuildFlags(*build, b, b.stopAfter || b.emitMlir, emitFile);
+        !why.empty()) {
+      std::cerr << "ortc: usage error: " << why << "\n";
       return 2;
     }
     return ortc::runBuild(b);
@@ -262,6 +336,10 @@ int main(int argc, char **argv) {
   if (inspect->parsed()) {
     b.model = inspectModel;
     return ortc::runInspect(b);
+  }
+  if (std::string why = ortc::checkTrainOptions(t); !why.empty()) {
+    std::cerr << "ortc: usage error: " << why << "\n";
+    return 2;
   }
   return ortc::runTrainLoop(t);
 }

@@ -22,7 +22,14 @@ struct TrainOptions {
   std::string data;           ///< FEED.npz: one array per train_step input of role "input"
                               ///< (float arrays convert to f32/f64, int arrays to i64/i32)
   int64_t steps = 10;         ///< number of train_step calls
-  double lr = 0.01;           ///< written to the "lr" scalar before every step
+  double lr = 0.01;           ///< peak learning rate; the schedule scales it per step
+  /// Learning-rate schedule (scheduledLr): constant, linear, cosine or inverse-sqrt,
+  /// after `warmupSteps` of linear warm-up from 0; linear and cosine decay to `minLr`
+  /// at step `scheduleSteps` (0: the last step of this run).
+  std::string lrSchedule = "constant";
+  int64_t warmupSteps = 0;
+  double minLr = 0;
+  int64_t scheduleSteps = 0;
   int64_t seed = 0;           ///< written to the "seed" scalar, if the model has one
   std::string logJson;        ///< one {"step","loss","time_ms"} object per line
   std::string saveParams;     ///< .npz of parameters and buffers after training
@@ -32,7 +39,10 @@ struct TrainOptions {
   int64_t initSeed = -1;      ///< >= 0: draw the weights a --no-params artifact omits
                               ///< (ortc_session_init_omitted), before any load
   bool eval = false;          ///< run eval_step over the feed after training
+  std::string evalData;       ///< eval feed (.npz); the training feed if empty
+  int64_t evalEvery = 0;      ///< > 0: evaluate on evalData every N steps (logged)
   bool quiet = false;         ///< no progress output
+  int64_t logEvery = 1;       ///< print every N-th step (and the last); the JSON log has all
   int threads = 0;            ///< kernel threads; 0 = ORTC_THREADS, else one per core
   bool noGraphs = false;      ///< GPU: launch every kernel every step (no graph replay)
   /// A step whose loss or gradients are not finite: false (`--on-nonfinite stop`)
@@ -57,7 +67,24 @@ struct TrainResult {
   double lastLoss = 0;   ///< loss of the last successful step
   bool evaluated = false;
   double evalLoss = 0; ///< mean eval_step loss over the feed's batches
+  /// Share of counted rows whose arg-max class is the label (classification
+  /// artifacts: eval_step has "correct" and "counted" outputs), else NaN.
+  double evalAccuracy = 0;
 };
+
+/// The usage error in `options` ("" if none), naming the flag as `--flag-name`:
+/// numbers out of range, a schedule name that is none, flags that need another
+/// (--eval-every without --eval-data, --min-lr with a constant schedule, ...).
+std::string checkTrainOptions(const TrainOptions &options);
+
+/// The learning rate of 0-based optimizer step `p` of a run whose schedule ends at
+/// step `horizon` (HF transformers' schedules, with a floor): during warm-up
+/// lr * p / warmup; then constant: lr; linear: minLr + (lr - minLr) * (horizon - p) /
+/// (horizon - warmup); cosine: minLr + (lr - minLr) * (1 + cos(pi * progress)) / 2,
+/// progress = (p - warmup) / (horizon - warmup); inverse-sqrt: max(minLr, lr /
+/// sqrt((p + t - warmup) / t)), t = warmup, or 10000 without warm-up. Past the
+/// horizon, linear and cosine stay at minLr.
+double scheduledLr(const TrainOptions &options, int64_t p, int64_t horizon);
 
 /// Runs the loop: load the artifact, create a session, load checkpoint/params,
 /// check the feed, then for each step i (0-based) bind batch i mod K of every

@@ -16,10 +16,20 @@ func.func @forward(%x: tensor<2x3x8xf32> {ortc.name = "x"}) -> (tensor<2x3x5xf32
 }
 
 // [B,T,V] logits: labels are [B,T] int64, the loss reads logits as [B*T, V].
-// CE: func.func @forward(%{{.*}}: tensor<2x3x8xf32> {ortc.name = "x"}, %[[L:.*]]: tensor<2x3xi64> {ortc.name = "labels"}) -> (tensor<f32> {ortc.name = "loss", ortc.role = "loss"})
+// CE: func.func @forward(%{{.*}}: tensor<2x3x8xf32> {ortc.name = "x"}, %[[L:.*]]: tensor<2x3xi64> {ortc.name = "labels"}) -> (tensor<f32> {ortc.name = "loss", ortc.role = "loss"}, tensor<f32> {ortc.name = "correct", ortc.role = "metric"}, tensor<f32> {ortc.name = "counted", ortc.role = "metric"})
 // CE: %[[FL:.*]] = ortc.reshape %[[L]] : tensor<2x3xi64> -> tensor<6xi64>
 // PyTorch's default ignore_index (-100) is on unless told otherwise.
 // CE: ortc.softmax_cross_entropy %{{.*}}, %[[FL]] {ignore_index = -100 : i64} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+// Accuracy counts: rows whose arg-max is the label, of the rows not ignored.
+// CE: %[[P:.*]] = ortc.argmax %{{.*}} {axis = 1 : i64, keepdims = false} : tensor<6x5xf32> -> tensor<6xi64>
+// CE: %[[HIT:.*]] = ortc.equal %[[P]], %[[FL]]
+// CE: %[[DROP:.*]] = ortc.equal %[[FL]], %{{.*}}
+// CE: %[[KEPT:.*]] = ortc.select %[[DROP]]
+// CE: %[[HITS:.*]] = ortc.select %[[HIT]], %[[KEPT]]
+// CE: %[[C:.*]] = ortc.reduce_sum %[[HITS]] {{.*}} -> tensor<f32>
+// CE: %[[N:.*]] = ortc.reduce_sum %[[KEPT]] {{.*}} -> tensor<f32>
+// CE: return %{{.*}}, %[[C]], %[[N]]
+// MSE-NOT: ortc.role = "metric"
 
 // Class axis 1 ([N, C, L], as PyTorch's cross_entropy): labels drop dim 1 and the
 // logits move their class axis last before flattening.

@@ -1,0 +1,270 @@
+# `ortc train` as users run it (issue 22): learning-rate schedules against PyTorch's own
+# schedulers (the values logged per step, and SGD under a schedule against the float64
+# oracle), evaluation records (loss and accuracy against PyTorch's eval), and a table of
+# every flag the command line refuses, each with its exit status and the flag named.
+import json
+import math
+import os
+import subprocess
+import unittest
+import warnings
+
+import numpy as np
+
+from ortc_testlib import ENV, ORTC, ORTC_RUN, TempDir, check_sgd_vs_torch, run
+
+STEPS = 12
+LR = 0.2
+
+
+def hf_lambda(kind, warmup, total, min_ratio=0.0):
+    """The lr factor of 0-based step p under Hugging Face's schedules (transformers'
+    get_{constant,linear,cosine,inverse_sqrt}_schedule_with_warmup), with a floor."""
+    def f(p):
+        if p < warmup:
+            return p / max(1, warmup)
+        if kind == "constant":
+            return 1.0
+        if kind == "inverse-sqrt":
+            scale = warmup or 10000
+            return max(min_ratio, 1.0 / math.sqrt((p + scale - warmup) / scale))
+        progress = min(1.0, (p - warmup) / max(1, total - warmup))
+        decay = 1.0 - progress if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+        return min_ratio + (1.0 - min_ratio) * decay
+    return f
+
+
+def small_model():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 5))
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+class Schedules(unittest.TestCase):
+    def test_logged_lr_matches_torch_schedulers(self):
+        import torch
+        x = np.random.RandomState(0).randn(8, 16).astype(np.float32)
+        labels = np.random.RandomState(1).randint(0, 5, 8)
+        cases = [("constant", 3, 0.0), ("linear", 3, 0.0), ("cosine", 0, 0.02),
+                 ("cosine", 4, 0.0), ("inverse-sqrt", 4, 0.0), ("inverse-sqrt", 0, 0.0)]
+        with TempDir() as d:
+            art, feed, log = (os.path.join(d, n) for n in ("m.ortc", "feed.npz", "log.jsonl"))
+            self.export(small_model(), x, os.path.join(d, "m.onnx"))
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art])
+            np.savez(feed, x=x, labels=labels)
+            for kind, warmup, min_lr in cases:
+                flags = ["--lr-schedule", kind, "--warmup-steps", str(warmup)]
+                if min_lr:
+                    flags += ["--min-lr", str(min_lr)]
+                for tool in (ORTC, ORTC_RUN):
+                    run([tool, "train", art, "--data", feed, "--steps", str(STEPS), "--lr", str(LR),
+                         "--log-json", log, "--quiet"] + flags)
+                    got = [r["lr"] for r in read_log(log)]
+                    want = self.torch_lrs(kind, warmup, min_lr)
+                    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-12,
+                                               err_msg="%s warmup %d" % (kind, warmup))
+
+    def torch_lrs(self, kind, warmup, min_lr):
+        """The lr of each step as PyTorch's schedulers give it: CosineAnnealingLR where it
+        is that schedule (no warm-up), else LambdaLR over HF's factor."""
+        import torch
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=LR)
+        if kind == "cosine" and warmup == 0:
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS, eta_min=min_lr)
+        else:
+            sched = torch.optim.lr_scheduler.LambdaLR(
+                opt, hf_lambda(kind, warmup, STEPS, min_lr / LR))
+        lrs = []
+        for _ in range(STEPS):
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        return lrs
+
+    @staticmethod
+    def export(model, x, path):
+        import torch
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, torch.from_numpy(x), path, opset_version=17,
+                              input_names=["x"], output_names=["logits"])
+
+    def test_sgd_under_warmup_cosine_meets_the_oracle(self):
+        x = np.random.RandomState(2).randn(8, 16).astype(np.float32)
+        labels = np.random.RandomState(3).randint(0, 5, 8)
+        check_sgd_vs_torch(self, small_model(), x, labels, STEPS, LR, "warm-up + cosine",
+                           train_flags=["--lr-schedule", "cosine", "--warmup-steps", "3",
+                                        "--min-lr", "0.02"],
+                           lr_lambda=hf_lambda("cosine", 3, STEPS, 0.02 / LR))
+
+    def test_resumed_run_continues_the_schedule(self):
+        x = np.random.RandomState(4).randn(8, 16).astype(np.float32)
+        labels = np.random.RandomState(5).randint(0, 5, 8)
+        with TempDir() as d:
+            art, feed = os.path.join(d, "m.ortc"), os.path.join(d, "feed.npz")
+            Schedules.export(small_model(), x, os.path.join(d, "m.onnx"))
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art])
+            np.savez(feed, x=x, labels=labels)
+            flags = ["--lr", str(LR), "--lr-schedule", "linear", "--warmup-steps", "2",
+                     "--schedule-steps", "10", "--quiet"]
+            run([ORTC, "train", art, "--data", feed, "--steps", "10", "--log-json",
+                 os.path.join(d, "whole.jsonl")] + flags)
+            run([ORTC, "train", art, "--data", feed, "--steps", "4", "--save-checkpoint",
+                 os.path.join(d, "c.npz")] + flags)
+            run([ORTC, "train", art, "--data", feed, "--steps", "6", "--load-checkpoint",
+                 os.path.join(d, "c.npz"), "--log-json", os.path.join(d, "rest.jsonl")] + flags)
+            whole = read_log(os.path.join(d, "whole.jsonl"))
+            rest = read_log(os.path.join(d, "rest.jsonl"))
+            self.assertEqual([r["lr"] for r in whole[4:]], [r["lr"] for r in rest])
+            self.assertEqual([r["loss"] for r in whole[4:]], [r["loss"] for r in rest])
+
+
+class Evaluation(unittest.TestCase):
+    def test_eval_records_match_torch(self):
+        import torch
+        import torch.nn.functional as F
+        rs = np.random.RandomState(6)
+        x = rs.randn(8, 16).astype(np.float32)
+        labels = rs.randint(0, 5, 8)
+        ex = rs.randn(3, 8, 16).astype(np.float32)       # three eval batches
+        ey = rs.randint(0, 5, (3, 8))
+        ey[1, 2] = -100                                  # ignored: counted in neither
+        model = small_model().double().eval()
+        with torch.no_grad():
+            logits = [model(torch.from_numpy(b).double()) for b in ex]
+            want_loss = np.mean([F.cross_entropy(l, torch.from_numpy(y)).item()
+                                 for l, y in zip(logits, ey)])
+            kept = ey != -100
+            hits = sum(((l.argmax(1).numpy() == y) & k).sum() for l, y, k in zip(logits, ey, kept))
+            want_acc = hits / kept.sum()
+        with TempDir() as d:
+            art = os.path.join(d, "m.ortc")
+            Schedules.export(small_model(), x, os.path.join(d, "m.onnx"))
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art])
+            np.savez(os.path.join(d, "feed.npz"), x=x, labels=labels)
+            np.savez(os.path.join(d, "eval.npz"), x=ex, labels=ey)
+            log = os.path.join(d, "log.jsonl")
+            # Before any step: the records are PyTorch's eval of the same weights.
+            out = run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "0",
+                       "--eval", "--eval-data", os.path.join(d, "eval.npz")]).stdout
+            self.assertRegex(out, r"eval loss [0-9.]+ accuracy [0-9.]+")
+            loss, acc = (float(v) for v in out.split()[2::2])
+            self.assertAlmostEqual(loss, want_loss, delta=1e-5 * abs(want_loss))
+            self.assertAlmostEqual(acc, want_acc, delta=1e-5)
+            # Every 4 steps of 10: records after steps 4 and 8, each over the 3 batches.
+            run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "10",
+                 "--eval-data", os.path.join(d, "eval.npz"), "--eval-every", "4", "--log-json",
+                 log, "--quiet"])
+            records = [r for r in read_log(log) if "eval_loss" in r]
+            self.assertEqual([(r["step"], r["eval_batches"]) for r in records], [(4, 3), (8, 3)])
+            for r in records:
+                self.assertTrue(0 <= r["eval_accuracy"] <= 1 and r["eval_loss"] > 0)
+            steps = [r for r in read_log(log) if "loss" in r]
+            self.assertEqual(len(steps), 10)
+
+
+class RefusedFlags(unittest.TestCase):
+    """Every refused flag: exit status (2: usage) and a message naming the flag."""
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        d = cls.d = cls.tmp.__enter__()
+        x = np.zeros((4, 16), np.float32)
+        Schedules.export(small_model(), x, os.path.join(d, "m.onnx"))
+        cls.art = os.path.join(d, "m.ortc")
+        run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", cls.art])
+        np.savez(os.path.join(d, "feed.npz"), x=x, labels=np.zeros(4, np.int64))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def expect(self, args, status, needle, tools=(ORTC,)):
+        for tool in tools:
+            p = subprocess.run([tool] + args, capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, status, "%s %s: %s" % (tool, args, p.stderr))
+            self.assertIn(needle, p.stderr, "%s %s" % (tool, args))
+            self.assertNotIn("loc(", p.stderr)
+
+    def test_build_flags(self):
+        m = os.path.join(self.d, "m.onnx")
+        out = ["-o", os.path.join(self.d, "never.ortc")]
+        table = [
+            (["--dim", "batch=0"], "--dim takes NAME=N with N >= 1"),
+            (["--dim", "b=2", "--dim", "b=2"], "--dim b given twice"),
+            (["--shape", "x=0x16"], "--shape takes INPUT=AxBxC"),
+            (["--momentum", "-1"], "--momentum"),
+            (["--momentum", "nan"], "--momentum"),
+            (["--dampening", "2"], "--dampening"),
+            (["--weight-decay", "inf"], "--weight-decay"),
+            (["--optimizer", "adamw", "--beta1", "1"], "--beta1"),
+            (["--optimizer", "adamw", "--beta2", "-0.1"], "--beta2"),
+            (["--optimizer", "adamw", "--eps", "0"], "--eps"),
+            (["--clip-grad-norm", "0"], "--clip-grad-norm"),
+            (["--label-smoothing", "1.5"], "--label-smoothing"),
+            (["--optimizer", "adamw", "--momentum", "0.9"], "--momentum is an sgd setting"),
+            (["--beta1", "0.8"], "--beta1 is an adamw setting"),
+            (["--nesterov"], "--nesterov needs --momentum > 0"),
+            (["--loss", "mse", "--label-smoothing", "0.1"], "--label-smoothing is a cross_entropy setting"),
+            (["--loss", "none"], "--loss none needs --loss-output"),
+            (["--loss-output", "y"], "--loss-output names the graph's own loss"),
+            (["--arch", "sm_90"], "--arch is for --target cuda or rocm"),
+            (["--target", "cuda", "--cpu", "x86-64-v3"], "--cpu is for --target cpu"),
+            (["--no-ptx"], "--no-ptx is for --target cuda"),
+            (["--dump-dir", self.d], "--dump-dir needs --dump-after"),
+            (["--emit-file", os.path.join(self.d, "x.mlir")], "--emit-file is where"),
+            (["--target", "tpu"], "--target"),
+            (["--fusion", "max"], "--fusion"),
+            (["-j", "0"], "--jobs"),
+        ]
+        for args, needle in table:
+            self.expect(["build", m] + out + args, 2, needle)
+        self.expect(["build", m, "--stop-after", "import", "-o", os.path.join(self.d, "x.mlir")], 2,
+                    "--stop-after prints IR and writes no artifact")
+        self.expect(["build", m], 2, "build needs -o OUT")
+        self.assertFalse(os.path.exists(os.path.join(self.d, "never.ortc")))
+
+    def test_train_flags(self):
+        base = ["train", self.art, "--data", os.path.join(self.d, "feed.npz")]
+        ev = ["--eval-data", os.path.join(self.d, "feed.npz")]
+        table = [
+            (["--lr", "nan"], "--lr"),
+            (["--lr", "-1"], "--lr"),
+            (["--steps", "-1"], "--steps"),
+            (["--lr-schedule", "cosin"], "--lr-schedule"),
+            (["--warmup-steps", "-2"], "--warmup-steps"),
+            (["--lr-schedule", "cosine", "--min-lr", "1"], "--min-lr"),
+            (["--min-lr", "0.001"], "--min-lr is the floor of a decaying --lr-schedule"),
+            (["--schedule-steps", "20"], "--schedule-steps is where linear and cosine"),
+            (["--eval-every", "5"], "--eval-every needs --eval-data"),
+            (["--eval-every", "0"] + ev, "--eval-every"),
+            (ev, "--eval-data needs --eval-every N or --eval"),
+            (["--log-every", "0"], "--log-every"),
+            (["--log-every", "5", "--quiet"], "--log-every and --quiet"),
+            (["--threads", "0"], "--threads"),
+            (["--init-seed", "-3"], "--init-seed"),
+            (["--on-nonfinite", "ignore"], "--on-nonfinite"),
+            (["--save-params", "a.npz", "--save-checkpoint", "a.npz"], "name the same file"),
+        ]
+        for args, needle in table:
+            self.expect(base + args, 2, needle, tools=(ORTC, ORTC_RUN))
+        # A schedule that cannot decay within the run is the run's problem (exit 1).
+        self.expect(base + ["--steps", "3", "--lr-schedule", "linear", "--warmup-steps", "5"], 1,
+                    "--lr-schedule linear decays after the 5 warm-up steps", tools=(ORTC, ORTC_RUN))
+
+    def test_commands_and_version(self):
+        self.expect(["bogus"], 2, "unknown command 'bogus'")
+        p = subprocess.run([ORTC, "--version"], capture_output=True, text=True, env=ENV)
+        self.assertEqual(p.returncode, 0)
+        self.assertRegex(p.stdout, r"ortc \d+\.\d+\.\d+ \(LLVM/MLIR 22")
+        for target in ("cpu", "cuda", "rocm"):
+            self.assertRegex(p.stdout, r"\n  %s: +\S" % target)
+
+
+if __name__ == "__main__":
+    unittest.main()
