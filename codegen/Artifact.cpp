@@ -81,10 +81,10 @@ FailureOr<TensorTable> TensorTable::build(ModuleOp module, const WeightStore &we
     t.list.push_back(info);
     return true;
   };
-  for (const char *fnName : {"train_step", "eval_step"}) {
+  for (const std::string &fnName : stepFunctionNames(module)) {
     auto fn = module.lookupSymbol<func::FuncOp>(fnName);
     if (!fn) {
-      error = std::string("the module has no @") + fnName;
+      error = "the module has no @" + fnName;
       return failure();
     }
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
@@ -104,6 +104,13 @@ FailureOr<TensorTable> TensorTable::build(ModuleOp module, const WeightStore &we
       return failure();
   }
   return t;
+}
+
+std::vector<std::string> stepFunctionNames(ModuleOp module) {
+  std::vector<std::string> names{"train_step", "eval_step"};
+  if (module.lookupSymbol<func::FuncOp>("accumulate_step"))
+    names.push_back("accumulate_step");
+  return names;
 }
 
 namespace {
@@ -745,6 +752,13 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   }
   manifest["functions"] = fns;
   nlohmann::json files = nlohmann::json::object();
+  for (const auto &[name, content] : options.extraFiles) {
+    if (!writeFile(tmp / name, content, error)) {
+      cleanup();
+      return false;
+    }
+    files[name] = sha256Hex(content);
+  }
   std::vector<std::string> hashed = build.products;
   hashed.insert(hashed.end(), names.begin(), names.end());
   hashed.push_back(build.libraryName);

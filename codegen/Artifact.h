@@ -27,6 +27,10 @@ struct TensorInfo {
   const WeightData *init = nullptr; ///< initial value; null: zero-filled
 };
 
+/// The step functions an artifact runs, in manifest order: @train_step and
+/// @eval_step, then @accumulate_step where gradient accumulation was built.
+std::vector<std::string> stepFunctionNames(mlir::ModuleOp module);
+
 /// The persistent tensors of a planned module, in manifest order.
 class TensorTable {
 public:
@@ -95,6 +99,9 @@ struct ArtifactOptions {
   bool timing = false;
   unsigned jobs = 1; ///< compile units at once
   bool noParams = false; ///< no params.bin: tensors with a value get "init_omitted"
+  /// Further files of the artifact (name, content), hashed like the others:
+  /// model.onnx, the graph `ortc export` writes back.
+  std::vector<std::pair<std::string, std::string>> extraFiles;
   /// > 0: the precompiled header was compiled (in ms) by precompileHeaderEarly
   /// while the model loaded; its cache hit is reported as that compile.
   double headerCompiledEarlyMs = 0;

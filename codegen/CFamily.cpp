@@ -962,10 +962,10 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
 
 LogicalResult KernelPrinter::emitModule(ModuleOp module, std::vector<FunctionKernels> &functions,
                                         std::string &error) {
-  for (const char *name : {"train_step", "eval_step"}) {
+  for (const std::string &name : stepFunctionNames(module)) {
     auto f = module.lookupSymbol<func::FuncOp>(name);
     if (!f) {
-      error = std::string("the module has no @") + name;
+      error = "the module has no @" + name;
       return failure();
     }
     FunctionKernels fk;

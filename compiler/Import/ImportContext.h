@@ -79,6 +79,8 @@ public:
 mlir::Type elementTypeOf(mlir::MLIRContext &ctx, int32_t onnxType);
 /// The ONNX type name for messages ("FLOAT", "STRING"...).
 std::string onnxTypeName(int32_t onnxType);
+/// ortc's dtype name of an ONNX element type ("f32", "i64", ...), "" if it has none.
+std::string dtypeName(int32_t onnxType);
 
 /// One node being converted.
 class NodeCtx {

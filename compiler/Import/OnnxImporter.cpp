@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportContext.h"
+#include "compiler/Import/InferenceGraph.h"
 #include "compiler/Import/ModelMapping.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -82,7 +83,7 @@ std::string onnxTypeName(int32_t t) {
   return "type " + std::to_string(t);
 }
 
-static std::string dtypeName(int32_t t) {
+std::string dtypeName(int32_t t) {
   switch (t) {
   case onnx::TensorProto::FLOAT: return "f32";
   case onnx::TensorProto::DOUBLE: return "f64";
@@ -875,6 +876,12 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
       problems.push_back("the imported IR does not verify: " + diag);
       return finish();
     }
+  }
+  if (options.inferenceGraph) {
+    onnx::ModelProto copy = model; // the initializers' data already lives in the store
+    for (onnx::TensorProto &t : *copy.mutable_graph()->mutable_initializer())
+      clearTensorData(t);
+    copy.SerializeToString(options.inferenceGraph);
   }
   return module;
 }

@@ -60,6 +60,10 @@ struct ImportOptions {
   std::map<std::string, int64_t> dims;
   /// Whole input shapes (`--shape INPUT=AxBxC`), overriding the model's.
   std::map<std::string, std::vector<int64_t>> shapes;
+  /// If set, receives the model as given (serialized ModelProto, symbolic dims kept)
+  /// with the data of every top-level initializer left out: what `ortc export` fills
+  /// with trained values (InferenceGraph.h).
+  std::string *inferenceGraph = nullptr;
 };
 
 /// Imports `path`. On failure returns null and sets `error` to one message that lists

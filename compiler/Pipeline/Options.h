@@ -59,6 +59,7 @@ struct BuildOptions {
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clipGradNorm = 0.0;
+  bool gradAccum = false; ///< also build @accumulate_step (ortc train --grad-accum N)
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 

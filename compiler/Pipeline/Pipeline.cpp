@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Pipeline/Pipeline.h"
 #include "compiler/Pipeline/Registration.h"
+#include "compiler/Import/InferenceGraph.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "passes/autodiff/Passes.h"
 #include "passes/fusion/Passes.h"
@@ -109,6 +110,7 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     opt.beta2 = options.beta2;
     opt.eps = options.eps;
     opt.clipGradNorm = options.clipGradNorm;
+    opt.gradAccum = options.gradAccum;
     pm.addPass(createOptimizer(opt));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -434,6 +436,9 @@ int runBuild(const BuildOptions &options) {
 
   auto t0 = std::chrono::steady_clock::now();
   ImportOptions importOptions{options.dims, options.shapes};
+  std::string inferenceGraph; // model.onnx of the artifact, for `ortc export`
+  if (writesArtifact)
+    importOptions.inferenceGraph = &inferenceGraph;
   WeightStore weights;
   std::string error;
   OwningOpRef<ModuleOp> module =
@@ -544,6 +549,18 @@ int runBuild(const BuildOptions &options) {
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   artifact.noParams = options.noParams;
+  if (!inferenceGraph.empty()) {
+    std::set<std::string> inArtifact; // tensors params.bin holds (or would, --no-params)
+    for (const TensorInfo &t : table->tensors())
+      if (t.init)
+        inArtifact.insert(t.name);
+    auto held = [&](const std::string &name) { return inArtifact.count(name) > 0; };
+    if (!completeInferenceGraph(inferenceGraph, weights, held, error2)) {
+      llvm::errs() << "ortc: error: " << options.model << ": " << error2 << "\n";
+      return 1;
+    }
+    artifact.extraFiles.push_back({"model.onnx", std::move(inferenceGraph)});
+  }
   if (earlyHeader.joinable())
     earlyHeader.join();
   artifact.headerCompiledEarlyMs = earlyHeaderMs;

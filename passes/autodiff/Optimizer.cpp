@@ -9,6 +9,11 @@
 //     like torch.nn.utils.clip_grad_norm_.
 //  4. One sgd_update / adamw_update per parameter; its state (momentum buffer, Adam
 //     moments) becomes `ortc.global`s of kind "state" and arguments tied to results.
+//  With grad-accum, first a copy of the differentiated step becomes @accumulate_step:
+//  its gradients are added into per-parameter state `<name>.grad_accum` (nothing else
+//  changes but BatchNorm running statistics); @train_step's gradients become
+//  (own + accumulated) * grad_scale (the loop binds 1/N: PyTorch's mean over N
+//  micro-batches) and the accumulators return to zero, whether or not the step applies.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
@@ -42,7 +47,62 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     GlobalOp::create(b, fn.getLoc(), name, type, "state", "");
     return addArgument(fn, type, name, "state");
   }
+
+  /// Dropout masks are keyed by (seed, step, op, element): every step draws a new mask,
+  /// and a resumed run (step is saved state) draws the same masks as an unbroken one.
+  static void mixSeedWithStep(func::FuncOp fn, Value step, Location loc) {
+    auto seedIdx = findArgument(fn, "seed");
+    if (!seedIdx)
+      return;
+    Value seed = fn.getArgument(*seedIdx);
+    auto scalarI64 = RankedTensorType::get({}, IntegerType::get(fn.getContext(), 64));
+    OpBuilder top(&fn.getBody().front(), fn.getBody().front().begin());
+    Value step1 = AddOp::create(top, loc, step, splat(top, loc, scalarI64, 1.0));
+    Value mixed = AddOp::create(
+        top, loc, MulOp::create(top, loc, seed, splat(top, loc, scalarI64, 1000003.0)), step1);
+    seed.replaceAllUsesExcept(mixed, mixed.getDefiningOp()->getOperand(0).getDefiningOp());
+  }
+
+  /// @accumulate_step from a copy of the differentiated @train_step (see the top).
+  LogicalResult buildAccumulateStep(func::FuncOp train);
 };
+
+LogicalResult OptimizerPass::buildAccumulateStep(func::FuncOp train) {
+  ModuleOp module = getOperation();
+  OpBuilder mb(module.getContext());
+  mb.setInsertionPointAfter(train);
+  auto fn = cast<func::FuncOp>(mb.clone(*train));
+  fn.setSymName("accumulate_step");
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  Location loc = NameLoc::get(b.getStringAttr("grad_accum"), fn.getLoc());
+  SmallVector<StepResult> results;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    std::string role = resultRole(fn, i), name = resultName(fn, i);
+    Value v = ret.getOperand(i);
+    if (role == "gradient") {
+      auto type = tensorTypeOf(v);
+      if (module.lookupSymbol(name + ".grad_accum")) {
+        fn.emitError() << "gradient accumulator '" << name << ".grad_accum' clashes with a weight name";
+        return failure();
+      }
+      OpBuilder gb(module.getBody(), module.getBody()->begin());
+      GlobalOp::create(gb, fn.getLoc(), name + ".grad_accum", type, "state", "");
+      BlockArgument acc = addArgument(fn, type, name + ".grad_accum", "state");
+      results.push_back({AddOp::create(b, loc, acc, v), name + ".grad_accum", "state",
+                         acc.getArgNumber()});
+    } else {
+      results.push_back({v, name, role, resultTied(fn, i)});
+    }
+  }
+  setResults(fn, results);
+  mixSeedWithStep(fn, addArgument(fn, RankedTensorType::get({}, b.getI64Type()), "step", "state"),
+                  loc);
+  for (Operation &op : fn.getBody().front().without_terminator())
+    if (stageOf(&op).empty() && !isa<WeightOp, ConstantOp>(op))
+      setStage(&op, "backward");
+  return success();
+}
 
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
@@ -56,6 +116,8 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  if (gradAccum && failed(buildAccumulateStep(fn)))
+    return signalPassFailure();
   // Every op this pass adds is of the optimizer stage (OpAnnotations.h).
   DenseSet<Operation *> before;
   fn.walk([&](Operation *op) { before.insert(op); });
@@ -86,15 +148,22 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   Value t = AddOp::create(b, loc, *stepArg, splat(b, loc, scalarI64, 1.0));
 
-  // Dropout masks are keyed by (seed, step, op, element): every step draws a new mask,
-  // and a resumed run (step is saved state) draws the same masks as an unbroken one.
-  if (auto seedIdx = findArgument(fn, "seed")) {
-    Value seed = fn.getArgument(*seedIdx);
-    OpBuilder top(&fn.getBody().front(), fn.getBody().front().begin());
-    Value step1 = AddOp::create(top, loc, *stepArg, splat(top, loc, scalarI64, 1.0));
-    Value mixed = AddOp::create(
-        top, loc, MulOp::create(top, loc, seed, splat(top, loc, scalarI64, 1000003.0)), step1);
-    seed.replaceAllUsesExcept(mixed, mixed.getDefiningOp()->getOperand(0).getDefiningOp());
+  mixSeedWithStep(fn, *stepArg, loc);
+
+  // Accumulated gradients join this step's, scaled; the accumulators start over.
+  SmallVector<StepResult> cleared;
+  if (gradAccum) {
+    Value gradScale = addArgument(fn, scalarF32, "grad_scale", "scalar");
+    for (auto &[name, g] : gradients) {
+      auto type = tensorTypeOf(g);
+      BlockArgument acc = addArgument(fn, type, name + ".grad_accum", "state");
+      Value scale = broadcastTo(b, loc, gradScale, type.getShape());
+      if (type.getElementType() != b.getF32Type())
+        scale = CastOp::create(b, loc, type, scale);
+      g = MulOp::create(b, loc, AddOp::create(b, loc, g, acc), scale);
+      cleared.push_back({splat(b, loc, type, 0.0), name + ".grad_accum", "state",
+                         acc.getArgNumber()});
+    }
   }
 
   SmallVector<Value> checked{loss};
@@ -165,6 +234,7 @@ void OptimizerPass::runOnOperation() {
     results.push_back(r);
   }
   results.append(state.begin(), state.end());
+  results.append(cleared.begin(), cleared.end());
   results.push_back({SelectOp::create(b, loc, finite, t, *stepArg), "step", "state",
                      stepArg->getArgNumber()});
   setResults(fn, results);

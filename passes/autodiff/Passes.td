@@ -61,7 +61,9 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     Adds the run-time learning rate `lr`, the step count and the optimizer state
     (explicit arguments tied to results), the "loss and all gradients finite" flag
     that gates every update, optional global-norm clipping, and SGD or AdamW updates
-    with PyTorch's semantics.
+    with PyTorch's semantics. With grad-accum, gradient accumulation over
+    micro-batches: @accumulate_step runs for all but the last micro-batch of an
+    optimizer step, @train_step for the last one.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"", "sgd | adamw">,
@@ -74,7 +76,11 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
     Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
-           "Clip the global gradient norm to this value (0: off)">
+           "Clip the global gradient norm to this value (0: off)">,
+    Option<"gradAccum", "grad-accum", "bool", "false",
+           "Also build @accumulate_step (forward, backward, gradients added into "
+           "per-parameter accumulators); @train_step then updates with "
+           "(accumulated + own gradients) * grad_scale and clears the accumulators">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

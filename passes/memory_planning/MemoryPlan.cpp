@@ -273,7 +273,10 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
         for (Value in : op->getOperands()) {
           Value root = rootOf(in);
           auto it = slotOf.find(root);
+          // Same bytes, not only the same aligned slot size: an f32 result written over an
+          // i64 operand would overwrite element j's bytes before thread j reads them.
           if (it != slotOf.end() && inPlaceSafe(op, in) && lastUse.lookup(root) == (int64_t)i &&
+              byteSize(in.getType()) == byteSize(r.getType()) &&
               slots[it->second].size == size && slots[it->second].end == (int64_t)i &&
               !reused.count(it->second)) {
             slot = it->second;

@@ -193,6 +193,18 @@ public:
     bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
     if (!error.empty())
       return 1;
+    // Gradient accumulation: micro-batches 1..N-1 of a step run accumulate_step.
+    std::vector<FeedBinding> accumulateFeed;
+    TensorRef accumulateLossRef;
+    bool accumulates = ortc_function_input_count(session.get(), "accumulate_step") >= 0;
+    if (o.gradAccum > 1 && !accumulates)
+      return fail("--grad-accum " + std::to_string(o.gradAccum) + ": " + o.artifact +
+                  " has no accumulate_step; build it with ortc build --grad-accum");
+    if (o.gradAccum > 1 && (!prepare("accumulate_step", feed, o.data, accumulateFeed) ||
+                            !outputScalar("accumulate_step", "loss", accumulateLossRef)))
+      return 1;
+    if (accumulates && !setScalar("grad_scale", 1.0 / double(o.gradAccum)))
+      return 1;
     if (!o.evalData.empty() && !npz::readNpz(o.evalData, evalArrays, error))
       return 1;
     // The schedule goes on from the optimizer steps a loaded checkpoint has applied.
@@ -213,11 +225,24 @@ public:
     for (int64_t i = 0; i < o.steps; ++i) {
       Clock::time_point t0 = Clock::now();
       double lr = scheduledLr(o, start + i, horizon);
-      if (!bindAll(trainFeed, i, lr) || ortc_run(session.get(), "train_step")) {
+      // Micro-batch k of step i reads feed batch i*N + k and draws its own dropout masks.
+      int64_t n = o.gradAccum, micro = i * n;
+      auto seedOf = [&](int64_t k) { return int64_t(uint64_t(o.seed) + uint64_t(k) * 0x9E3779B97F4A7C15ull); };
+      double lossSum = 0;
+      for (int64_t k = 0; k + 1 < n; ++k) {
+        if (!bindAll(accumulateFeed, micro + k, lr, seedOf(k)) ||
+            ortc_run(session.get(), "accumulate_step")) {
+          endLine();
+          return error.empty() ? apiFail() : 1;
+        }
+        lossSum += readScalar(accumulateLossRef);
+      }
+      if (!bindAll(trainFeed, micro + n - 1, lr, seedOf(n - 1)) ||
+          ortc_run(session.get(), "train_step")) {
         endLine();
         return error.empty() ? apiFail() : 1;
       }
-      double loss = readScalar(lossRef);
+      double loss = (lossSum + readScalar(lossRef)) / double(n);
       bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (log) { // also for a step that is not finite, before stopping on it
@@ -231,14 +256,15 @@ public:
       if (!finite && !o.skipNonFinite) {
         endLine();
         return fail("step " + std::to_string(i + 1) + ": not finite: " +
-                    nonFiniteCause(trainFeed, i, loss) + "; parameters left unchanged");
+                    nonFiniteCause(trainFeed, micro + n - 1, loss) + "; parameters left unchanged");
       }
       r.stepsDone = i + 1;
       if (!finite) {
         ++r.skipped;
         if (!o.quiet) {
           endLine();
-          out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(trainFeed, i, loss)
+          out << "step " << i + 1 << " skipped: not finite: "
+              << nonFiniteCause(trainFeed, micro + n - 1, loss)
               << "; parameters left unchanged\n";
         }
       } else {
@@ -259,7 +285,7 @@ public:
           drawn = true;
         }
       }
-      if (o.evalEvery > 0 && (i + 1) % o.evalEvery == 0 && !evaluate(i + 1))
+      if (o.evalEvery > 0 && (i + 1) % o.evalEvery == 0 && !evaluate(i + 1, true))
         return 1;
     }
     endLine();
@@ -270,7 +296,7 @@ public:
       return apiFail();
     if (!o.saveCheckpoint.empty() && ortc_checkpoint_save(session.get(), o.saveCheckpoint.c_str()))
       return apiFail();
-    return o.eval && !evaluate(o.steps) ? 1 : 0;
+    return o.eval && !evaluate(0, false) ? 1 : 0;
   }
 
 private:
@@ -342,7 +368,7 @@ private:
     std::string batchesFrom;
     for (int64_t i = 0; i < n; ++i) {
       TensorRef t = tensor(ortc_function_input(session.get(), fn, i));
-      if (t.role == "scalar" && (t.name == "lr" || t.name == "seed"))
+      if (t.role == "scalar" && (t.name == "lr" || t.name == "seed" || t.name == "grad_scale"))
         continue;
       const npz::Array *a = findFeed(feed, t.name);
       if (!a) {
@@ -439,13 +465,13 @@ private:
     return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
   }
 
-  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i, double lr) {
+  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i, double lr, int64_t seed) {
     for (const FeedBinding &b : bindings) {
       size_t offset = b.batches ? size_t(i % b.batches) * b.tensor.bytes : 0;
       if (ortc_bind_input(session.get(), b.tensor.name.c_str(), b.data + offset, b.tensor.bytes))
         return false;
     }
-    return setScalar("lr", lr) && setScalar("seed", double(o.seed), o.seed);
+    return setScalar("lr", lr) && setScalar("seed", double(seed), seed);
   }
 
   /// Writes `v` into scalar `name` if the model has it.
@@ -515,8 +541,9 @@ private:
   }
 
   /// Runs eval_step over every batch of the eval feed (--eval-data, else the training
-  /// feed): mean loss and, where eval_step counts them, accuracy; printed and logged.
-  bool evaluate(int64_t afterStep) {
+  /// feed): mean loss and, where eval_step counts them, accuracy; printed, and logged
+  /// (with the step it followed) for --eval-every.
+  bool evaluate(int64_t afterStep, bool logged) {
     if (!evalReady) {
       const std::vector<npz::Array> &arrays = o.evalData.empty() ? feed : evalArrays;
       const std::string &path = o.evalData.empty() ? o.data : o.evalData;
@@ -534,7 +561,7 @@ private:
       batches = std::max(batches, b.batches);
     double sum = 0, correct = 0, counted = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      if (!bindAll(evalFeed, i, o.lr) || ortc_run(session.get(), "eval_step"))
+      if (!bindAll(evalFeed, i, o.lr, o.seed) || ortc_run(session.get(), "eval_step"))
         return error.empty() ? (apiFail(), false) : false;
       sum += readScalar(evalLossRef);
       if (haveAccuracy) {
@@ -551,7 +578,7 @@ private:
     if (haveAccuracy)
       out << " accuracy " << fmt(r.evalAccuracy);
     out << "\n" << std::flush;
-    if (log) {
+    if (log && logged) {
       *log << "{\"step\": " << afterStep << ", \"eval_loss\": " << jsonNumber(r.evalLoss, 9);
       if (haveAccuracy)
         *log << ", \"eval_accuracy\": " << jsonNumber(r.evalAccuracy, 9);
@@ -574,6 +601,7 @@ std::string checkTrainOptions(const TrainOptions &o) {
   if (o.data.empty())
     check("no feed given (--data FEED.npz)");
   check(checkCount("--steps", o.steps, 0));
+  check(checkCount("--grad-accum", o.gradAccum, 1));
   check(checkNumber("--lr", o.lr, 0, false));
   if (o.lrSchedule != "constant" && o.lrSchedule != "linear" && o.lrSchedule != "cosine" &&
       o.lrSchedule != "inverse-sqrt")

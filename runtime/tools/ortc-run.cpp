@@ -28,6 +28,8 @@ const char *kHelp =
     "  --data FEED.npz          one array per model input, named as in the model; an\n"
     "                           extra leading dimension K is a sequence of K batches\n"
     "  --steps N                number of training steps (default 10)\n"
+    "  --grad-accum N           micro-batches per step, gradients averaged (the\n"
+    "                           artifact needs ortc build --grad-accum)\n"
     "  --lr LR                  learning rate, the schedule's peak (default 0.01)\n"
     "  --lr-schedule S          constant (default), linear, cosine or inverse-sqrt\n"
     "  --warmup-steps N         linear warm-up from 0 over N steps (default 0)\n"
@@ -128,7 +130,7 @@ int main(int argc, char **argv) {
         "--log-json",      "--save-params",   "--load-params",  "--save-checkpoint",
         "--load-checkpoint", "--threads",     "--init-seed",    "--on-nonfinite",
         "--lr-schedule",   "--warmup-steps",  "--min-lr",       "--schedule-steps",
-        "--eval-data",     "--eval-every",    "--log-every"};
+        "--eval-data",     "--eval-every",    "--log-every",    "--grad-accum"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -168,12 +170,13 @@ int main(int argc, char **argv) {
     } else if (arg == "--lr-schedule") {
       o.lrSchedule = value;
     } else if (arg == "--warmup-steps" || arg == "--schedule-steps" || arg == "--eval-every" ||
-               arg == "--log-every") {
+               arg == "--log-every" || arg == "--grad-accum") {
       if (!parseInt(value, n))
         return usageError(arg + " needs an integer, got '" + value + "'");
       (arg == "--warmup-steps"     ? o.warmupSteps
        : arg == "--schedule-steps" ? o.scheduleSteps
        : arg == "--eval-every"     ? o.evalEvery
+       : arg == "--grad-accum"     ? o.gradAccum
                                    : o.logEvery) = n;
     } else if (arg == "--min-lr") {
       if (!parseDouble(value, o.minLr))

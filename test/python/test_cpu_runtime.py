@@ -394,7 +394,7 @@ class CpuLevels(unittest.TestCase):
             p = subprocess.run([ORTC, "build", sample_path("mlp"), "-o", os.path.join(d, "a"),
                                 "--dim", "batch=4", "--target", "cuda", "--cpu", "x86-64-v3"],
                                env=ENV, capture_output=True, text=True)
-            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn("--cpu is for --target cpu", p.stderr)
             self.assertFalse(os.path.exists(os.path.join(d, "a")))
 

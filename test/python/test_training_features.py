@@ -124,6 +124,77 @@ class Schedules(unittest.TestCase):
             self.assertEqual([r["loss"] for r in whole[4:]], [r["loss"] for r in rest])
 
 
+class GradAccumulation(unittest.TestCase):
+    """--grad-accum N on micro-batches of B rows against one step on the N*B batch, judged
+    by the float64 oracle (PyTorch's float32 large-batch run as the yardstick)."""
+    N, B, STEPS, LR = 3, 4, 4, 0.1
+
+    def torch_run(self, model, xs, ys, dtype):
+        import copy
+        import torch
+        import torch.nn.functional as F
+        model = copy.deepcopy(model).to(dtype).train()
+        opt = torch.optim.SGD(model.parameters(), lr=self.LR, momentum=0.9)
+        losses = []
+        for i in range(self.STEPS):
+            sl = slice(i * self.N, (i + 1) * self.N)
+            x = torch.from_numpy(np.concatenate(xs[sl])).to(dtype)
+            y = torch.from_numpy(np.concatenate(ys[sl]))
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, {k: v.detach().double().numpy() for k, v in model.named_parameters()}
+
+    def test_accumulation_matches_the_large_batch(self):
+        import torch
+        from ortc_testlib import check_oracle
+        rs = np.random.RandomState(7)
+        k = self.N * self.STEPS
+        xs = rs.randn(k, self.B, 16).astype(np.float32)
+        ys = rs.randint(0, 5, (k, self.B))
+        model = small_model()
+        init = {n: v.detach().double().numpy() for n, v in model.named_parameters()}
+        losses64, final64 = self.torch_run(model, xs, ys, torch.float64)
+        losses32, final32 = self.torch_run(model, xs, ys, torch.float32)
+        with TempDir() as d:
+            art, feed = os.path.join(d, "m.ortc"), os.path.join(d, "feed.npz")
+            Schedules.export(model, xs[0], os.path.join(d, "m.onnx"))
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art, "--grad-accum",
+                 "--momentum", "0.9"])
+            np.savez(feed, x=xs, labels=ys)
+            for tool in (ORTC, ORTC_RUN):
+                log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+                run([tool, "train", art, "--data", feed, "--steps", str(self.STEPS), "--lr",
+                     str(self.LR), "--grad-accum", str(self.N), "--log-json", log,
+                     "--save-params", params, "--quiet"])
+                losses = [r["loss"] for r in read_log(log)]
+                trained = dict(np.load(params))
+                upd = {n: trained[n].astype(np.float64) - init[n] for n in init}
+                failures, worst = check_oracle(
+                    losses, losses64, losses32, upd, {n: final64[n] - init[n] for n in init},
+                    {n: final32[n] - init[n] for n in init}, "grad-accum %d" % self.N)
+                print("grad-accum: worst loss err %.1e (torch f32 %.1e), update err %.1e "
+                      "(torch f32 %.1e)" % (worst["loss"], worst["loss32"], worst["update"],
+                                            worst["update32"]))
+                self.assertFalse(failures, "\n".join(failures))
+            # N = 1 on an accumulating artifact is the plain step; N > 1 on a plain one is refused.
+            run([ORTC, "train", art, "--data", feed, "--steps", "2", "--save-params",
+                 os.path.join(d, "one.npz"), "--quiet"])
+            plain = os.path.join(d, "plain.ortc")
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", plain, "--momentum", "0.9"])
+            run([ORTC, "train", plain, "--data", feed, "--steps", "2", "--save-params",
+                 os.path.join(d, "plain.npz"), "--quiet"])
+            a, b = np.load(os.path.join(d, "one.npz")), np.load(os.path.join(d, "plain.npz"))
+            for n in a:
+                np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+            p = subprocess.run([ORTC, "train", plain, "--data", feed, "--grad-accum", "2"],
+                               capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("has no accumulate_step; build it with ortc build --grad-accum", p.stderr)
+
+
 class Evaluation(unittest.TestCase):
     def test_eval_records_match_torch(self):
         import torch
@@ -236,6 +307,7 @@ class RefusedFlags(unittest.TestCase):
             (["--lr", "nan"], "--lr"),
             (["--lr", "-1"], "--lr"),
             (["--steps", "-1"], "--steps"),
+            (["--grad-accum", "0"], "--grad-accum"),
             (["--lr-schedule", "cosin"], "--lr-schedule"),
             (["--warmup-steps", "-2"], "--warmup-steps"),
             (["--lr-schedule", "cosine", "--min-lr", "1"], "--min-lr"),

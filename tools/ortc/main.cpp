@@ -179,6 +179,9 @@ int main(int argc, char **argv) {
       ->check(finiteIn(0, INFINITY, true));
   train->add_option("--clip-grad-norm", b.clipGradNorm, "Clip the global gradient norm")
       ->check(finiteIn(0, INFINITY, true));
+  train->add_flag("--grad-accum", b.gradAccum,
+                  "Also build accumulate_step, so that ortc train --grad-accum N can sum "
+                  "the gradients of N micro-batches per optimizer step");
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");
@@ -223,6 +226,17 @@ int main(int argc, char **argv) {
   inspect->add_option("--freeze", b.freeze, "As build: keep matching weights out of training");
   inspect->add_option("--trainable", b.trainable, "As build: train matching weights");
 
+  ortc::ExportOptions x;
+  auto *exportCmd = app.add_subcommand(
+      "export", "Write the trained model as ONNX: the graph as given, trained initializers");
+  exportCmd->add_option("artifact", x.artifact, "The model.ortc folder")->required();
+  exportCmd->add_option("-o,--output", x.output, "The .onnx file to write")->required();
+  auto *fromParams = exportCmd->add_option(
+      "--params", x.params, "Trained parameters and buffers (.npz of ortc train --save-params)");
+  auto *fromCheckpoint = exportCmd->add_option(
+      "--checkpoint", x.checkpoint, "A checkpoint (.npz of ortc train --save-checkpoint)");
+  fromParams->excludes(fromCheckpoint);
+
   ortc::TrainOptions t;
   auto *trainCmd = app.add_subcommand("train", "Train a compiled artifact");
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
@@ -246,6 +260,11 @@ int main(int argc, char **argv) {
                     "Step at which linear and cosine reach --min-lr (default: the last step of "
                     "this run; give the total when a run resumes from a checkpoint)")
       ->check(CLI::PositiveNumber);
+  trainCmd->add_option("--grad-accum", t.gradAccum,
+                       "Micro-batches per optimizer step: their gradients' mean updates the "
+                       "weights, as PyTorch's accumulation (the artifact needs ortc build "
+                       "--grad-accum)")
+      ->default_val(1)->check(CLI::PositiveNumber);
   trainCmd->add_option("--seed", t.seed, "Dropout seed")->default_val(0);
   trainCmd->add_option("--log-json", t.logJson, "Write one JSON line per step");
   trainCmd->add_option("--save-params", t.saveParams, "Write trained parameters (.npz)");
@@ -333,6 +352,8 @@ int main(int argc, char **argv) {
     }
     return ortc::runBuild(b);
   }
+  if (exportCmd->parsed())
+    return ortc::runExport(x);
   if (inspect->parsed()) {
     b.model = inspectModel;
     return ortc::runInspect(b);

@@ -21,7 +21,11 @@ struct TrainOptions {
   std::string artifact;       ///< the model.ortc folder
   std::string data;           ///< FEED.npz: one array per train_step input of role "input"
                               ///< (float arrays convert to f32/f64, int arrays to i64/i32)
-  int64_t steps = 10;         ///< number of train_step calls
+  int64_t steps = 10;         ///< number of optimizer steps
+  /// Micro-batches per optimizer step (feed batches i*N .. i*N+N-1 for step i): the
+  /// first N-1 run accumulate_step, the last train_step with grad_scale 1/N; the
+  /// logged loss is their mean. Dropout draws per micro-batch.
+  int64_t gradAccum = 1;
   double lr = 0.01;           ///< peak learning rate; the schedule scales it per step
   /// Learning-rate schedule (scheduledLr): constant, linear, cosine or inverse-sqrt,
   /// after `warmupSteps` of linear warm-up from 0; linear and cosine decay to `minLr`

@@ -22,3 +22,23 @@ func.func @train_step(%x: tensor<16xf32> {ortc.name = "x"},
 // CHECK: ortc.reshape {{.*}}ortc.arena_offsets = array<i64: -1>
 // CHECK: ortc.reduce_sum {{.*}}ortc.arena_offsets = array<i64: -1>
 // CHECK: ortc.sub {{.*}}ortc.arena_offsets = array<i64: -1>
+
+// In place needs the same bytes, not only the same aligned slot: an f32 select over a
+// dying i64 operand (8 and 4 bytes an element, both one 64-byte slot) gets a slot of its
+// own, else element j's i64 would be overwritten by element j/2's float before it is read.
+func.func @eval_step(%x: tensor<4x3xf32> {ortc.name = "x"},
+                     %l: tensor<4xi64> {ortc.name = "labels", ortc.role = "input"})
+    -> (tensor<f32> {ortc.name = "correct", ortc.role = "output"}) {
+  %p = ortc.argmax %x {axis = 1 : i64, keepdims = false} : tensor<4x3xf32> -> tensor<4xi64>
+  %h = ortc.equal %p, %l : tensor<4xi64> -> tensor<4xi1>
+  %one = ortc.constant dense<1.0> : tensor<4xf32>
+  %zero = ortc.constant dense<0.0> : tensor<4xf32>
+  %k = ortc.select %h, %one, %zero : tensor<4xi1>, tensor<4xf32>
+  %c = ortc.reduce_sum %k {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %c : tensor<f32>
+}
+// CHECK-LABEL: func.func @eval_step
+// CHECK-SAME: ortc.arena_bytes = 128
+// CHECK: ortc.argmax {{.*}}ortc.arena_offsets = array<i64: 0>
+// CHECK: ortc.equal {{.*}}ortc.arena_offsets = array<i64: 64>
+// CHECK: ortc.select {{.*}}ortc.arena_offsets = array<i64: 0>
