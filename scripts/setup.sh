@@ -10,7 +10,7 @@ APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   libamdhip64-dev rocm-device-libs clang-tools-15 clang-22 lld-22 llvm-22 libclang-rt-22-dev
-  python3-torch python3-torchvision python3-numpy python3-venv)
+  python3-torch python3-torchvision python3-numpy python3-venv python3-dev pybind11-dev)
 # --target cuda uses the CUDA toolkit at /usr/local/cuda (not a Debian package); --target
 # rocm uses clang-22 and lld-22 with Debian's HIP headers and device libraries (ROCm 5.2),
 # llvm-link-22 and clang-offload-bundler from clang-tools-15. clang-22 also compiles the

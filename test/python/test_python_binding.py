@@ -1,0 +1,109 @@
+# The `ortc` Python module (issue 22): a sample trained from Python is `ortc train`'s run
+# bit for bit (losses and parameters), parameters are numpy views of the session (no
+# copy; writing them changes what the next step computes), checkpoints written from
+# Python resume in `ortc train`, and bad feeds raise with the input named.
+import json
+import math
+import os
+import sys
+import unittest
+
+import numpy as np
+
+from ortc_testlib import BUILD, ORTC, TempDir, run, sample_path
+
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import ortc  # noqa: E402  (the module built in BUILD/python)
+
+STEPS, LR = 6, 0.05
+
+
+class PythonBinding(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        d = cls.d = cls.tmp.__enter__()
+        cls.art = os.path.join(d, "m.ortc")
+        run([ORTC, "build", sample_path("mlp"), "--dim", "batch=4", "--optimizer", "adamw",
+             "-o", cls.art])
+        rs = np.random.RandomState(0)
+        cls.x = rs.randn(3, 4, 32).astype(np.float32)
+        cls.y = rs.randint(0, 10, (3, 4))
+        cls.feed = os.path.join(d, "feed.npz")
+        np.savez(cls.feed, x=cls.x, labels=cls.y)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def batch(self, i):
+        return {"x": self.x[i % 3], "labels": self.y[i % 3]}
+
+    def test_trains_as_ortc_train(self):
+        log, params = os.path.join(self.d, "log.jsonl"), os.path.join(self.d, "p.npz")
+        run([ORTC, "train", self.art, "--data", self.feed, "--steps", str(STEPS), "--lr", str(LR),
+             "--log-json", log, "--save-params", params])
+        with open(log) as f:
+            want = [json.loads(line)["loss"] for line in f]
+        s = ortc.Artifact(self.art).session()
+        got = [s.step(self.batch(i), lr=LR)["loss"] for i in range(STEPS)]
+        # The log's 9 digits name each float32 loss exactly.
+        self.assertEqual(np.float32(got).tolist(), np.float32(want).tolist())
+        trained = np.load(params)
+        params_now = s.parameters()
+        self.assertEqual(sorted(params_now), sorted(trained.files))
+        for k in trained.files:
+            np.testing.assert_array_equal(params_now[k], trained[k], err_msg=k)
+        ev = s.eval(self.batch(0))
+        self.assertTrue(0 <= ev["correct"] <= ev["counted"] == 4)
+
+    def test_parameters_are_views_of_the_session(self):
+        s = ortc.Artifact(self.art).session()
+        w = s.parameters()["net.4.weight"]
+        before = w.copy()
+        s.step(self.batch(0), lr=LR)
+        self.assertFalse(np.array_equal(w, before), "the view did not see the update")
+        self.assertFalse(w.flags["OWNDATA"])
+        # Zero logits: the next loss is log(10) exactly as far as float32 goes.
+        for name, p in s.parameters().items():
+            if name.startswith("net.4."):
+                p[...] = 0
+        self.assertAlmostEqual(s.step(self.batch(1), lr=0.0)["loss"], math.log(10), places=6)
+        # A view outlives the Python session object that made it.
+        view = ortc.Artifact(self.art).session().tensor("net.0.bias")
+        self.assertEqual(view.shape, (64,))
+
+    def test_checkpoint_from_python_resumes_in_ortc_train(self):
+        ckpt, log = os.path.join(self.d, "c.npz"), os.path.join(self.d, "whole.jsonl")
+        s = ortc.Artifact(self.art).session()
+        for i in range(3):
+            s.step(self.batch(i), lr=LR)
+        s.save_checkpoint(ckpt)
+        run([ORTC, "train", self.art, "--data", self.feed, "--steps", "5", "--lr", str(LR),
+             "--log-json", log])
+        rest = os.path.join(self.d, "rest.jsonl")
+        np.savez(os.path.join(self.d, "rest.npz"), x=self.x[[0, 1]], labels=self.y[[0, 1]])
+        run([ORTC, "train", self.art, "--data", os.path.join(self.d, "rest.npz"), "--steps", "2",
+             "--lr", str(LR), "--load-checkpoint", ckpt, "--log-json", rest])
+        with open(log) as a, open(rest) as b:
+            whole = [json.loads(line)["loss"] for line in a]
+            resumed = [json.loads(line)["loss"] for line in b]
+        self.assertEqual(whole[3:], resumed)
+        t = ortc.Artifact(self.art).session()
+        t.load_checkpoint(ckpt)
+        self.assertEqual(np.float32(t.step(self.batch(3), lr=LR)["loss"]), np.float32(whole[3]))
+
+    def test_bad_feeds_raise_naming_the_input(self):
+        s = ortc.Artifact(self.art).session()
+        with self.assertRaisesRegex(ValueError, r"feed 'x' has shape \[3, 32\], the model's input is \[4, 32\]"):
+            s.step({"x": self.x[0][:3], "labels": self.y[0]})
+        with self.assertRaisesRegex(KeyError, "no tensor 'nope'"):
+            s.step({"nope": self.x[0]})
+        with self.assertRaisesRegex(RuntimeError, "labels"):
+            ortc.Artifact(self.art).session().step({"x": self.x[0]})
+        with self.assertRaisesRegex(RuntimeError, "manifest"):
+            ortc.Artifact(self.d)
+
+
+if __name__ == "__main__":
+    unittest.main()
