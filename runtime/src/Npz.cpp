@@ -16,6 +16,8 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ortc {
@@ -240,7 +242,8 @@ bool writeAll(const std::string &path, const std::string &data, std::string &err
 
 } // namespace
 
-bool parseNpy(const std::string &b, Array &out, std::string &error) {
+bool parseNpyHeader(const std::string &b, uint64_t available, Array &out, size_t &dataAt,
+                    std::string &error) {
   out = Array();
   if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) {
     error = "not a .npy file (bad magic)";
@@ -303,13 +306,20 @@ bool parseNpy(const std::string &b, Array &out, std::string &error) {
     count *= uint64_t(d);
   }
   uint64_t bytes = count * itemSize(out.dtype);
-  size_t dataAt = start + headerLen;
-  if (b.size() - dataAt != bytes) {
-    error = "the data holds " + std::to_string(b.size() - dataAt) + " bytes, but shape " +
+  dataAt = start + headerLen;
+  if (available - dataAt != bytes) {
+    error = "the data holds " + std::to_string(available - dataAt) + " bytes, but shape " +
             shapeString(out.shape) + " of " + describe(out.dtype) + " needs " +
             std::to_string(bytes);
     return false;
   }
+  return true;
+}
+
+bool parseNpy(const std::string &b, Array &out, std::string &error) {
+  size_t dataAt = 0;
+  if (!parseNpyHeader(b, b.size(), out, dataAt, error))
+    return false;
   out.data = b.substr(dataAt);
   return true;
 }
@@ -353,55 +363,177 @@ bool readNpy(const std::string &path, Array &out, std::string &error) {
   return true;
 }
 
-bool readNpz(const std::string &path, std::vector<Array> &out, std::string &error) {
-  std::string z;
-  if (!readFile(path, z, error))
+namespace {
+
+/// A file read at offsets (pread), closed when done.
+struct File {
+  int fd = -1;
+  uint64_t size = 0;
+  ~File() {
+    if (fd >= 0)
+      close(fd);
+  }
+  bool open(const std::string &path, std::string &error) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      error = "cannot open " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      error = "cannot read " + path + ": not a regular file";
+      return false;
+    }
+    size = uint64_t(st.st_size);
+    return true;
+  }
+  /// Reads [at, at + n) (inside the file: callers check) into `out`.
+  bool read(uint64_t at, uint64_t n, std::string &out) const {
+    out.resize(n);
+    for (uint64_t done = 0; done < n;) {
+      ssize_t got = pread(fd, &out[done], size_t(std::min<uint64_t>(n - done, 1u << 30)),
+                          off_t(at + done));
+      if (got <= 0)
+        return false;
+      done += uint64_t(got);
+    }
+    return true;
+  }
+};
+
+/// Parses the .npy header of a stored member (or .npy file) whose `size` bytes start at
+/// `at`: reads only the header. Sets dtype, shape and arrayAt.
+bool indexNpy(const File &f, uint64_t at, uint64_t size, Member &m, std::string &error) {
+  std::string head;
+  if (!f.read(at, std::min<uint64_t>(size, 12), head)) {
+    error = "cannot read the .npy header";
+    return false;
+  }
+  uint64_t headerLen = head.size() >= 10 ? (uint8_t(head[6]) == 1 ? rd16(head, 8)
+                                                                  : head.size() >= 12 ? rd32(head, 8) : 0)
+                                         : 0;
+  uint64_t want = std::min<uint64_t>(size, 12 + std::min<uint64_t>(headerLen, 1u << 20));
+  if (!f.read(at, want, head)) {
+    error = "cannot read the .npy header";
+    return false;
+  }
+  Array a;
+  size_t dataAt = 0;
+  if (!parseNpyHeader(head, size, a, dataAt, error))
+    return false;
+  m.dtype = a.dtype;
+  m.shape = a.shape;
+  m.arrayAt = at + dataAt;
+  m.indexed = true;
+  return true;
+}
+
+/// Dtype and shape of a deflated member: inflates only as much as its .npy header takes.
+bool describeDeflated(const File &f, Member &m, std::string &error) {
+  std::string in;
+  if (!f.read(m.dataAt, std::min<uint64_t>(m.csize, 1u << 20), in)) {
+    error = "cannot read";
+    return false;
+  }
+  std::string head(size_t(std::min<uint64_t>(m.usize, (1u << 16) + 12)), '\0');
+  z_stream zs{};
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
+    error = "zlib inflateInit2 failed";
+    return false;
+  }
+  zs.next_in = reinterpret_cast<Bytef *>(&in[0]);
+  zs.avail_in = uInt(in.size());
+  zs.next_out = reinterpret_cast<Bytef *>(&head[0]);
+  zs.avail_out = uInt(head.size());
+  int rc = Z_OK;
+  while (rc == Z_OK && zs.avail_out > 0 && zs.avail_in > 0)
+    rc = inflate(&zs, Z_SYNC_FLUSH);
+  head.resize(zs.total_out);
+  inflateEnd(&zs);
+  if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+    error = std::string("corrupt deflate data (zlib: ") + (zs.msg ? zs.msg : "error") + ")";
+    return false;
+  }
+  Array a;
+  size_t dataAt = 0;
+  if (!parseNpyHeader(head, m.usize, a, dataAt, error))
+    return false;
+  m.dtype = a.dtype;
+  m.shape = a.shape;
+  return true;
+}
+
+} // namespace
+
+bool indexNpz(const std::string &path, std::vector<Member> &out, std::string &error) {
+  out.clear();
+  File f;
+  if (!f.open(path, error))
     return false;
   auto bad = [&](const std::string &what) {
     error = path + ": " + what;
     return false;
   };
-  if (z.compare(0, 6, "\x93NUMPY") == 0)
+  std::string tail;
+  uint64_t tailAt = f.size > 22 + 65535 ? f.size - 22 - 65535 : 0;
+  if (!f.read(tailAt, f.size - tailAt, tail))
+    return bad("cannot read");
+  if (tailAt == 0 && tail.compare(0, 6, "\x93NUMPY") == 0)
     return bad("this is a .npy file; an .npz archive (np.savez) is expected");
   // End of central directory: the last "PK\5\6" within the final 64 KiB + 22 bytes.
-  if (z.size() < 22)
+  if (f.size < 22)
     return bad("not a zip archive (too short)");
   size_t eocd = std::string::npos;
-  size_t lowest = z.size() > 22 + 65535 ? z.size() - 22 - 65535 : 0;
-  for (size_t at = z.size() - 22 + 1; at-- > lowest;)
-    if (rd32(z, at) == 0x06054b50) {
+  for (size_t at = tail.size() - 22 + 1; at-- > 0;)
+    if (rd32(tail, at) == 0x06054b50) {
       eocd = at;
       break;
     }
   if (eocd == std::string::npos)
     return bad("not a zip archive (no end of central directory)");
-  uint64_t entries = rd16(z, eocd + 10), cdOffset = rd32(z, eocd + 16);
-  if ((entries == 0xffff || cdOffset == 0xffffffff) && eocd >= 20 &&
-      rd32(z, eocd - 20) == 0x07064b50) {
-    uint64_t z64 = rd64(z, eocd - 20 + 8);
-    if (z64 > z.size() - 56 || rd32(z, z64) != 0x06064b50)
+  uint64_t entries = rd16(tail, eocd + 10), cdOffset = rd32(tail, eocd + 16);
+  uint64_t eocdAt = tailAt + eocd;
+  std::string loc;
+  if ((entries == 0xffff || cdOffset == 0xffffffff) && eocdAt >= 20 && f.read(eocdAt - 20, 20, loc) &&
+      rd32(loc, 0) == 0x07064b50) {
+    uint64_t z64 = rd64(loc, 8);
+    std::string rec;
+    if (z64 > f.size - 56 || f.size < 56 || !f.read(z64, 56, rec) || rd32(rec, 0) != 0x06064b50)
       return bad("corrupt zip64 end of central directory");
-    entries = rd64(z, z64 + 32);
-    cdOffset = rd64(z, z64 + 48);
+    entries = rd64(rec, 32);
+    cdOffset = rd64(rec, 48);
   }
-  size_t at = cdOffset;
+  // The directory runs from cdOffset to the end records.
+  if (cdOffset > eocdAt)
+    return bad("corrupt zip central directory");
+  std::string cd;
+  if (!f.read(cdOffset, eocdAt - cdOffset, cd))
+    return bad("cannot read");
+  if (entries > cd.size() / 46 + 1)
+    return bad("corrupt zip central directory");
+  size_t at = 0;
   for (uint64_t e = 0; e < entries; ++e) {
-    if (at > z.size() || z.size() - at < 46 || rd32(z, at) != 0x02014b50)
+    if (at > cd.size() || cd.size() - at < 46 || rd32(cd, at) != 0x02014b50)
       return bad("corrupt zip central directory");
-    uint32_t flags = rd16(z, at + 8), method = rd16(z, at + 10), crc = rd32(z, at + 16);
-    uint64_t csize = rd32(z, at + 20), usize = rd32(z, at + 24), local = rd32(z, at + 42);
-    size_t nameLen = rd16(z, at + 28), extraLen = rd16(z, at + 30), commentLen = rd16(z, at + 32);
-    if (z.size() - at - 46 < nameLen + extraLen + commentLen)
+    Member m;
+    uint32_t flags = rd16(cd, at + 8);
+    m.method = rd16(cd, at + 10);
+    m.crc = rd32(cd, at + 16);
+    m.csize = rd32(cd, at + 20);
+    m.usize = rd32(cd, at + 24);
+    uint64_t local = rd32(cd, at + 42);
+    size_t nameLen = rd16(cd, at + 28), extraLen = rd16(cd, at + 30), commentLen = rd16(cd, at + 32);
+    if (cd.size() - at - 46 < nameLen + extraLen + commentLen)
       return bad("corrupt zip central directory");
-    std::string name = z.substr(at + 46, nameLen);
+    std::string name = cd.substr(at + 46, nameLen);
     // Zip64 extra field: the 8-byte values of the fields saturated at 0xffffffff.
     for (size_t x = at + 46 + nameLen, xEnd = x + extraLen; x + 4 <= xEnd;) {
-      uint32_t id = rd16(z, x), len = rd16(z, x + 2);
+      uint32_t id = rd16(cd, x), len = rd16(cd, x + 2);
       size_t v = x + 4;
       if (id == 0x0001) {
-        for (uint64_t *field : {&usize, &csize, &local})
-          if (*field == 0xffffffff && v + 8 <= x + 4 + len) {
-            *field = rd64(z, v);
+        for (uint64_t *field : {&m.usize, &m.csize, &local})
+          if (*field == 0xffffffff && v + 8 <= x + 4 + len && v + 8 <= xEnd) {
+            *field = rd64(cd, v);
             v += 8;
           }
       }
@@ -410,40 +542,108 @@ bool readNpz(const std::string &path, std::vector<Array> &out, std::string &erro
     at += 46 + nameLen + extraLen + commentLen;
     if (flags & 1)
       return bad("member '" + name + "' is encrypted");
-    if (local > z.size() || z.size() - local < 30 || rd32(z, local) != 0x04034b50)
+    std::string lh;
+    if (local > f.size || f.size - local < 30 || !f.read(local, 30, lh) ||
+        rd32(lh, 0) != 0x04034b50)
       return bad("corrupt local header of member '" + name + "'");
-    uint64_t dataAt = local + 30 + rd16(z, local + 26) + rd16(z, local + 28);
-    if (dataAt > z.size() || z.size() - dataAt < csize)
+    m.dataAt = local + 30 + rd16(lh, 26) + rd16(lh, 28);
+    if (m.dataAt > f.size || f.size - m.dataAt < m.csize)
       return bad("member '" + name + "' is truncated");
-    std::string data;
-    if (method == 0) {
-      if (csize != usize)
+    if (m.method == 0) {
+      if (m.csize != m.usize)
         return bad("stored member '" + name + "' has inconsistent sizes");
-      data = z.substr(dataAt, csize);
-    } else if (method == 8) {
+    } else if (m.method == 8) {
       // Deflate expands at most 1032:1 (zlib's bound): a directory that claims more is
       // corrupt, and must not make the reader allocate what it claims.
-      if (usize > (uint64_t(1) << 40) || usize > csize * 1032 + 1024)
-        return bad("member '" + name + "' claims " + std::to_string(usize) +
-                   " bytes from " + std::to_string(csize) +
+      if (m.usize > (uint64_t(1) << 40) || m.usize > m.csize * 1032 + 1024)
+        return bad("member '" + name + "' claims " + std::to_string(m.usize) +
+                   " bytes from " + std::to_string(m.csize) +
                    " compressed ones (deflate expands at most 1032:1)");
-      data.resize(usize);
-      std::string why;
-      if (!inflateRaw(z.data() + dataAt, csize, data, why))
-        return bad("member '" + name + "': " + why);
     } else {
-      return bad("member '" + name + "' uses zip compression method " + std::to_string(method) +
+      return bad("member '" + name + "' uses zip compression method " + std::to_string(m.method) +
                  " (only stored and deflate are supported)");
     }
-    if (crc32_z(0, reinterpret_cast<const Bytef *>(data.data()), data.size()) != crc)
-      return bad("member '" + name + "' fails its CRC-32 check");
-    Array a;
-    std::string why;
-    if (!parseNpy(data, a, why))
-      return bad("array '" + name + "': " + why);
-    a.name = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0
+    m.entry = name;
+    m.name = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0
                  ? name.substr(0, name.size() - 4)
                  : name;
+    std::string why;
+    if (m.method == 0 ? !indexNpy(f, m.dataAt, m.csize, m, why) : !describeDeflated(f, m, why))
+      return bad("array '" + name + "': " + why);
+    out.push_back(std::move(m));
+  }
+  return true;
+}
+
+bool indexNpyFile(const std::string &path, Member &out, std::string &error) {
+  File f;
+  if (!f.open(path, error))
+    return false;
+  out = Member();
+  size_t slash = path.find_last_of('/');
+  out.name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (out.name.size() > 4 && out.name.compare(out.name.size() - 4, 4, ".npy") == 0)
+    out.name.resize(out.name.size() - 4);
+  out.entry = path;
+  out.csize = out.usize = f.size;
+  if (!indexNpy(f, 0, f.size, out, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  out.plainNpy = true;
+  return true;
+}
+
+bool readMember(const std::string &path, const Member &m, Array &out, std::string &error) {
+  File f;
+  if (!f.open(path, error))
+    return false;
+  auto bad = [&](const std::string &what) {
+    error = path + ": " + what;
+    return false;
+  };
+  std::string raw, data;
+  if (m.dataAt > f.size || f.size - m.dataAt < m.csize || !f.read(m.dataAt, m.csize, raw))
+    return bad("member '" + m.entry + "' is truncated");
+  if (m.method == 8) {
+    data.resize(m.usize);
+    std::string why;
+    if (!inflateRaw(raw.data(), raw.size(), data, why))
+      return bad("member '" + m.entry + "': " + why);
+  } else {
+    data = std::move(raw);
+  }
+  if (!m.plainNpy && crc32_z(0, reinterpret_cast<const Bytef *>(data.data()), data.size()) != m.crc)
+    return bad("member '" + m.entry + "' fails its CRC-32 check");
+  std::string why;
+  if (!parseNpy(data, out, why))
+    return bad((m.plainNpy ? "" : "array '" + m.entry + "': ") + why);
+  out.name = m.name;
+  return true;
+}
+
+bool readSlice(const std::string &path, const Member &m, uint64_t offset, uint64_t bytes,
+               std::string &out, std::string &error) {
+  File f;
+  if (!f.open(path, error))
+    return false;
+  uint64_t at = m.arrayAt + offset;
+  if (!m.indexed || at < m.arrayAt || at > f.size || f.size - at < bytes || !f.read(at, bytes, out)) {
+    error = path + ": array '" + m.name + "' is shorter than its header says";
+    return false;
+  }
+  return true;
+}
+
+bool readNpz(const std::string &path, std::vector<Array> &out, std::string &error) {
+  std::vector<Member> members;
+  if (!indexNpz(path, members, error))
+    return false;
+  out.clear();
+  for (const Member &m : members) {
+    Array a;
+    if (!readMember(path, m, a, error))
+      return false;
     out.push_back(std::move(a));
   }
   return true;

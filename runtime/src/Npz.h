@@ -50,6 +50,37 @@ struct ArrayRef {
 
 /// Parses the image of one .npy file. `error` does not name a file.
 bool parseNpy(const std::string &bytes, Array &out, std::string &error);
+/// Parses the header at the start of `bytes` of a .npy image `available` bytes long
+/// (bytes may hold the header only): dtype and shape into `out` (no data), the offset
+/// of element 0 into `dataAt`; checks the data's size against the shape.
+bool parseNpyHeader(const std::string &bytes, uint64_t available, Array &out, size_t &dataAt,
+                    std::string &error);
+
+/// One array of an .npz archive (or a whole .npy file) as its headers describe it, for
+/// reading a slice at a time (streamed feeds) without loading the archive.
+struct Member {
+  std::string name;         ///< without ".npy"
+  std::string entry;        ///< the archive's name for it (the file's path for a .npy)
+  uint32_t method = 0;      ///< 0 stored, 8 deflate
+  uint32_t crc = 0;
+  uint64_t dataAt = 0, csize = 0, usize = 0; ///< the member's bytes in the file
+  bool plainNpy = false;    ///< a .npy file, not an archive member (no CRC)
+  /// The array's dtype and shape (from its .npy header), and for stored members and
+  /// .npy files (`indexed`) the file offset of element 0; deflated members are read whole.
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  bool indexed = false;
+  uint64_t arrayAt = 0;
+};
+/// Reads an .npz's directories (and stored members' .npy headers), not its data.
+bool indexNpz(const std::string &path, std::vector<Member> &out, std::string &error);
+/// Indexes a .npy file as one member named after the file's stem.
+bool indexNpyFile(const std::string &path, Member &out, std::string &error);
+/// Reads one member whole (inflating it, checking its CRC).
+bool readMember(const std::string &path, const Member &m, Array &out, std::string &error);
+/// Reads `bytes` bytes of an indexed member's array data from byte `offset`.
+bool readSlice(const std::string &path, const Member &m, uint64_t offset, uint64_t bytes,
+               std::string &out, std::string &error);
 /// Serialises one array as a .npy (format 1.0) image.
 std::string makeNpy(const ArrayRef &array);
 

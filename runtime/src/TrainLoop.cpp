@@ -2,9 +2,12 @@
 //
 // Why: one implementation of the feed semantics and the step guard for both
 // front ends, written against the public C API only (so the API is enough to
-// train). FEED.npz holds one array per function input of role "input"; an array
-// with one extra leading dimension is a sequence of K batches (step i uses batch
-// i mod K), otherwise the batch is reused. numpy's defaults (float64, int64) are
+// train). The feed (Dataset.h: a file, folder or glob of shards, read a batch at a
+// time) holds one array per function input of role "input"; an array with one extra
+// leading dimension is a sequence of K batches, otherwise the batch is reused.
+// Micro-batch m (counted from the first step of training, so a resumed run goes on
+// where it stopped) reads batch m mod K, or the epoch's shuffled order's. numpy's
+// defaults (float64, int64) are
 // converted within their kind (float -> f32/f64, int -> i64/i32 range-checked);
 // float <-> int is refused. "lr" and "seed" scalars come from the options ("lr"
 // follows the schedule, "seed" is the same every step); "step" is optimizer state
@@ -13,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "ortc/train_loop.h"
 
+#include "Dataset.h"
 #include "Npz.h"
 #include "ortc/runtime.h"
 
@@ -48,94 +52,6 @@ struct TensorRef {
   std::vector<int64_t> shape;
   size_t bytes = 0;
 };
-
-/// One function input fed from the feed: `batches` == 0 means a single batch.
-struct FeedBinding {
-  TensorRef tensor;
-  const char *data = nullptr;             ///< the array's bytes, or `converted`'s
-  std::shared_ptr<std::string> converted; ///< set when the dtype was widened/narrowed
-  int64_t batches = 0;
-};
-
-/// Converts a float array to f32/f64, or an integer array to i64/i32 (range
-/// checked). Returns false (and sets `error` only on overflow) when the kinds
-/// differ or a dtype is not convertible.
-bool convertFeed(const npz::Array &a, const std::string &dtype, std::string &out,
-                 std::string &error) {
-  using npz::DType;
-  bool srcFloat = a.dtype == DType::F32 || a.dtype == DType::F64;
-  bool srcInt = a.dtype == DType::I64 || a.dtype == DType::I32 || a.dtype == DType::U8 ||
-                a.dtype == DType::U16;
-  size_t n = a.data.size() / npz::itemSize(a.dtype);
-  auto read = [&](size_t i, auto zero) {
-    decltype(zero) v = 0;
-    const char *p = a.data.data() + i * npz::itemSize(a.dtype);
-    switch (a.dtype) {
-    case DType::F32: {
-      float x;
-      std::memcpy(&x, p, 4);
-      v = decltype(zero)(x);
-      break;
-    }
-    case DType::F64: {
-      double x;
-      std::memcpy(&x, p, 8);
-      v = decltype(zero)(x);
-      break;
-    }
-    case DType::I64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      v = decltype(zero)(x);
-      break;
-    }
-    case DType::I32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      v = decltype(zero)(x);
-      break;
-    }
-    case DType::U16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      v = decltype(zero)(x);
-      break;
-    }
-    default:
-      v = decltype(zero)(uint8_t(*p));
-      break;
-    }
-    return v;
-  };
-  if (srcFloat && (dtype == "f32" || dtype == "f64")) {
-    out.resize(n * (dtype == "f32" ? 4 : 8));
-    for (size_t i = 0; i < n; ++i) {
-      double v = read(i, 0.0);
-      float f = float(v);
-      std::memcpy(&out[i * (dtype == "f32" ? 4 : 8)], dtype == "f32" ? (void *)&f : (void *)&v,
-                  dtype == "f32" ? 4 : 8);
-    }
-    return true;
-  }
-  if (srcInt && (dtype == "i64" || dtype == "i32")) {
-    out.resize(n * (dtype == "i64" ? 8 : 4));
-    for (size_t i = 0; i < n; ++i) {
-      int64_t v = read(i, int64_t(0));
-      if (dtype == "i64") {
-        std::memcpy(&out[i * 8], &v, 8);
-        continue;
-      }
-      if (v < INT32_MIN || v > INT32_MAX) {
-        error = "value " + std::to_string(v) + " does not fit in i32";
-        return false;
-      }
-      int32_t x = int32_t(v);
-      std::memcpy(&out[i * 4], &x, 4);
-    }
-    return true;
-  }
-  return false;
-}
 
 std::string fmt(double v) {
   char buf[64];
@@ -184,34 +100,36 @@ public:
       return apiFail();
     if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))
       return apiFail();
-    if (!npz::readNpz(o.data, feed, error))
-      return 1;
-    std::vector<FeedBinding> trainFeed;
-    if (!prepare("train_step", feed, o.data, trainFeed) ||
+    if (!train.open(o.data, error) || !prepare("train_step", train) ||
         !outputScalar("train_step", "loss", lossRef))
       return 1;
     bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
     if (!error.empty())
       return 1;
-    // Gradient accumulation: micro-batches 1..N-1 of a step run accumulate_step.
-    std::vector<FeedBinding> accumulateFeed;
+    // Gradient accumulation: micro-batches 1..N-1 of a step run accumulate_step (whose
+    // inputs are train_step's but lr).
     TensorRef accumulateLossRef;
     bool accumulates = ortc_function_input_count(session.get(), "accumulate_step") >= 0;
     if (o.gradAccum > 1 && !accumulates)
       return fail("--grad-accum " + std::to_string(o.gradAccum) + ": " + o.artifact +
                   " has no accumulate_step; build it with ortc build --grad-accum");
-    if (o.gradAccum > 1 && (!prepare("accumulate_step", feed, o.data, accumulateFeed) ||
-                            !outputScalar("accumulate_step", "loss", accumulateLossRef)))
+    if (o.gradAccum > 1 && !outputScalar("accumulate_step", "loss", accumulateLossRef))
       return 1;
     if (accumulates && !setScalar("grad_scale", 1.0 / double(o.gradAccum)))
-      return 1;
-    if (!o.evalData.empty() && !npz::readNpz(o.evalData, evalArrays, error))
       return 1;
     // The schedule goes on from the optimizer steps a loaded checkpoint has applied.
     int64_t start = 0;
     if (TensorRef step = tensor("step"); step.role == "state" && step.dtype == "i64")
       std::memcpy(&start, ortc_tensor_data(session.get(), step.index), 8);
-    int64_t horizon = o.scheduleSteps > 0 ? o.scheduleSteps : start + o.steps;
+    int64_t steps = o.steps;
+    if (o.epochs > 0) { // to the end of epoch E, from where a resumed run stands
+      steps = std::max<int64_t>(0, o.epochs * train.batches() / o.gradAccum - start);
+      if (o.epochs * train.batches() < o.gradAccum)
+        return fail("--epochs " + std::to_string(o.epochs) + " of " + std::to_string(train.batches()) +
+                    " batches is less than one step of --grad-accum " + std::to_string(o.gradAccum));
+    }
+    int64_t horizon = o.scheduleSteps > 0 ? o.scheduleSteps : start + steps;
+    Prefetcher prefetch(train, BatchOrder(train.batches(), o.shuffle >= 0, uint64_t(o.shuffle)));
     if (o.lrSchedule != "constant" && o.lrSchedule != "inverse-sqrt" && horizon <= o.warmupSteps)
       return fail("--lr-schedule " + o.lrSchedule + " decays after the " +
                   std::to_string(o.warmupSteps) + " warm-up steps, but the schedule ends at step " +
@@ -222,27 +140,24 @@ public:
         return fail("cannot write " + o.logJson + ": " + std::strerror(errno));
     }
     Clock::time_point start0 = Clock::now(), lastDraw;
-    for (int64_t i = 0; i < o.steps; ++i) {
+    for (int64_t i = 0; i < steps; ++i) {
       Clock::time_point t0 = Clock::now();
       double lr = scheduledLr(o, start + i, horizon);
-      // Micro-batch k of step i reads feed batch i*N + k and draws its own dropout masks.
-      int64_t n = o.gradAccum, micro = i * n;
+      // Micro-batch k of step i is micro-batch (start + i) * N + k of the training, and
+      // draws its own dropout masks.
+      int64_t n = o.gradAccum, micro = (start + i) * n, batch = 0;
       auto seedOf = [&](int64_t k) { return int64_t(uint64_t(o.seed) + uint64_t(k) * 0x9E3779B97F4A7C15ull); };
       double lossSum = 0;
-      for (int64_t k = 0; k + 1 < n; ++k) {
-        if (!bindAll(accumulateFeed, micro + k, lr, seedOf(k)) ||
-            ortc_run(session.get(), "accumulate_step")) {
+      for (int64_t k = 0; k < n; ++k) {
+        const char *fn = k + 1 < n ? "accumulate_step" : "train_step";
+        if (!prefetch.take(micro + k, current, batch, error) ||
+            !bindAll(trainInputs, current, lr, seedOf(k)) || ortc_run(session.get(), fn)) {
           endLine();
           return error.empty() ? apiFail() : 1;
         }
-        lossSum += readScalar(accumulateLossRef);
+        lossSum += readScalar(k + 1 < n ? accumulateLossRef : lossRef);
       }
-      if (!bindAll(trainFeed, micro + n - 1, lr, seedOf(n - 1)) ||
-          ortc_run(session.get(), "train_step")) {
-        endLine();
-        return error.empty() ? apiFail() : 1;
-      }
-      double loss = (lossSum + readScalar(lossRef)) / double(n);
+      double loss = lossSum / double(n);
       bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (log) { // also for a step that is not finite, before stopping on it
@@ -256,29 +171,28 @@ public:
       if (!finite && !o.skipNonFinite) {
         endLine();
         return fail("step " + std::to_string(i + 1) + ": not finite: " +
-                    nonFiniteCause(trainFeed, micro + n - 1, loss) + "; parameters left unchanged");
+                    nonFiniteCause(batch, loss) + "; parameters left unchanged");
       }
       r.stepsDone = i + 1;
       if (!finite) {
         ++r.skipped;
         if (!o.quiet) {
           endLine();
-          out << "step " << i + 1 << " skipped: not finite: "
-              << nonFiniteCause(trainFeed, micro + n - 1, loss)
+          out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(batch, loss)
               << "; parameters left unchanged\n";
         }
       } else {
         if (r.stepsDone == r.skipped + 1)
           r.firstLoss = loss;
         r.lastLoss = loss;
-        bool shown = (i + 1) % o.logEvery == 0 || i + 1 == o.steps;
+        bool shown = (i + 1) % o.logEvery == 0 || i + 1 == steps;
         if (o.quiet || !shown) {
         } else if (!tty) {
           out << "step " << i + 1 << " loss " << fmt(loss)
               << (o.lrSchedule != "constant" || o.warmupSteps ? " lr " + fmt(lr) : "") << "\n";
-        } else if (i + 1 == o.steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
+        } else if (i + 1 == steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
           double secs = std::chrono::duration<double>(Clock::now() - start0).count();
-          progress << "\rstep " << i + 1 << "/" << o.steps << "  loss " << fmt(loss) << "  lr "
+          progress << "\rstep " << i + 1 << "/" << steps << "  loss " << fmt(loss) << "  lr "
                    << fmt(lr) << "  " << fmt(secs > 0 ? (i + 1) / secs : 0) << " steps/s\x1b[K"
                    << std::flush;
           lastDraw = Clock::now();
@@ -307,10 +221,11 @@ private:
   bool tty, drawn = false;
   std::unique_ptr<ortc_artifact, ArtifactDeleter> artifact;
   std::unique_ptr<ortc_session, SessionDeleter> session;
-  std::vector<npz::Array> feed, evalArrays;
+  Dataset train, evalSet;
+  std::vector<TensorRef> trainInputs, evalInputs; ///< what the datasets fill, in order
+  std::vector<std::string> current;               ///< the training batch bound last
   TensorRef lossRef, finiteRef;
   std::unique_ptr<std::ofstream> log;
-  std::vector<FeedBinding> evalFeed;
   TensorRef evalLossRef, correctRef, countedRef;
   bool evalReady = false, haveAccuracy = false;
 
@@ -350,92 +265,33 @@ private:
     return t;
   }
 
-  static const npz::Array *findFeed(const std::vector<npz::Array> &feed, const std::string &name) {
-    for (const npz::Array &a : feed)
-      if (a.name == name)
-        return &a;
-    return nullptr;
-  }
-
-  /// Matches the inputs of `fn` with the arrays of feed file `path`; scalars other than
-  /// lr/seed must be in it.
-  bool prepare(const char *fn, const std::vector<npz::Array> &feed, const std::string &path,
-               std::vector<FeedBinding> &bindings) {
+  /// Matches the inputs of `fn` (but the scalars the loop sets) with `data`.
+  bool prepare(const char *fn, Dataset &data) {
     int64_t n = ortc_function_input_count(session.get(), fn);
     if (n < 0)
       return fail(o.artifact + " has no function '" + fn + "'"), false;
-    int64_t batches = 0;
-    std::string batchesFrom;
+    std::vector<TensorRef> &refs = &data == &train ? trainInputs : evalInputs;
+    std::vector<FeedInput> inputs;
     for (int64_t i = 0; i < n; ++i) {
       TensorRef t = tensor(ortc_function_input(session.get(), fn, i));
       if (t.role == "scalar" && (t.name == "lr" || t.name == "seed" || t.name == "grad_scale"))
         continue;
-      const npz::Array *a = findFeed(feed, t.name);
-      if (!a) {
-        std::string have;
-        for (const npz::Array &f : feed)
-          have += (have.empty() ? "" : ", ") + f.name;
-        return fail(path + ": no array for input '" + t.name + "' " + npz::shapeString(t.shape) +
-                    " (" + fn + " " + t.role + " " + t.dtype +
-                    "); the file has: " + (have.empty() ? "nothing" : have)),
-               false;
-      }
-      FeedBinding b{t, a->data.data(), nullptr, 0};
-      bool seq = a->shape.size() == t.shape.size() + 1 && a->shape[0] >= 1 &&
-                 std::equal(t.shape.begin(), t.shape.end(), a->shape.begin() + 1);
-      if (!seq && a->shape != t.shape) {
-        std::vector<int64_t> seqShape{int64_t(-1)};
-        seqShape.insert(seqShape.end(), t.shape.begin(), t.shape.end());
-        std::string k = npz::shapeString(seqShape);
-        k.replace(1, 2, "K");
-        return fail(path + ": input '" + t.name + "' needs shape " + npz::shapeString(t.shape) +
-                    (t.role == "scalar" ? "" : " (or " + k + " for a sequence of K batches)") +
-                    ", got " + npz::shapeString(a->shape)),
-               false;
-      }
-      npz::DType want;
-      bool known = npz::fromManifestDtype(t.dtype, want);
-      if (!known || a->dtype != want) {
-        b.converted = std::make_shared<std::string>();
-        std::string why;
-        if (!convertFeed(*a, t.dtype, *b.converted, why))
-          return fail(path + ": input '" + t.name + "' is " + npz::describe(a->dtype) +
-                      ", the model expects " + t.dtype +
-                      (known ? " (" + std::string(npz::descr(want)) + ")" : std::string()) +
-                      (why.empty() ? "" : ": " + why)),
-                 false;
-        b.data = b.converted->data();
-      }
-      if (seq && t.role != "scalar") {
-        b.batches = a->shape[0];
-        if (batches && batches != b.batches)
-          return fail(path + ": inputs '" + batchesFrom + "' and '" + t.name +
-                      "' hold different numbers of batches (" + std::to_string(batches) + " and " +
-                      std::to_string(b.batches) + ")"),
-                 false;
-        batches = b.batches;
-        batchesFrom = t.name;
-      } else if (a->shape != t.shape) {
-        return fail(path + ": scalar input '" + t.name + "' needs shape " +
-                    npz::shapeString(t.shape) + ", got " + npz::shapeString(a->shape)),
-               false;
-      }
-      bindings.push_back(std::move(b));
+      refs.push_back(t);
+      inputs.push_back({t.name, t.role, t.dtype, t.shape, t.bytes});
     }
-    return true;
+    return data.bind(inputs, fn, error);
   }
 
-  /// Binds every fed input for step `i`, plus lr and seed.
-  /// What made step `i` not finite, as far as the host can tell without the device's
-  /// gradients: the first NaN/Inf of a float input of that step's batch, else the loss,
-  /// else the gradients.
-  std::string nonFiniteCause(const std::vector<FeedBinding> &bindings, int64_t i, double loss) {
-    for (const FeedBinding &b : bindings) {
-      const TensorRef &t = b.tensor;
+  /// What made a step not finite, as far as the host can tell without the device's
+  /// gradients: the first NaN/Inf of a float input of its last micro-batch (batch
+  /// `batch` of the feed), else the loss, else the gradients.
+  std::string nonFiniteCause(int64_t batch, double loss) {
+    for (size_t in = 0; in < trainInputs.size(); ++in) {
+      const TensorRef &t = trainInputs[in];
       size_t size = t.dtype == "f32" ? 4 : t.dtype == "f64" ? 8 : 0;
-      if (!size)
+      if (!size || in >= current.size())
         continue;
-      const char *p = b.data + (b.batches ? size_t(i % b.batches) * t.bytes : 0);
+      const char *p = current[in].data();
       for (size_t k = 0; k < t.bytes / size; ++k) {
         double v;
         if (size == 4) {
@@ -453,11 +309,9 @@ private:
           at = std::to_string(rest % dim) + (at.empty() ? "" : ", ") + at;
           rest /= dim;
         }
+        std::string where = train.where(batch);
         return "input '" + t.name + "' holds " + fmt(v) + " at [" + at + "] (its first NaN/Inf" +
-               (b.batches ? "; batch " + std::to_string(i % b.batches + 1) + " of " +
-                                std::to_string(b.batches) + " in the feed"
-                          : "") +
-               "), loss=" + fmt(loss);
+               (where.empty() ? "" : "; " + where) + "), loss=" + fmt(loss);
       }
     }
     if (!std::isfinite(loss))
@@ -465,12 +319,12 @@ private:
     return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
   }
 
-  bool bindAll(const std::vector<FeedBinding> &bindings, int64_t i, double lr, int64_t seed) {
-    for (const FeedBinding &b : bindings) {
-      size_t offset = b.batches ? size_t(i % b.batches) * b.tensor.bytes : 0;
-      if (ortc_bind_input(session.get(), b.tensor.name.c_str(), b.data + offset, b.tensor.bytes))
+  /// Binds one batch of every fed input, plus lr and seed.
+  bool bindAll(const std::vector<TensorRef> &refs, const std::vector<std::string> &batch,
+               double lr, int64_t seed) {
+    for (size_t i = 0; i < refs.size(); ++i)
+      if (ortc_bind_input(session.get(), refs[i].name.c_str(), batch[i].data(), refs[i].bytes))
         return false;
-    }
     return setScalar("lr", lr) && setScalar("seed", double(seed), seed);
   }
 
@@ -545,10 +399,8 @@ private:
   /// (with the step it followed) for --eval-every.
   bool evaluate(int64_t afterStep, bool logged) {
     if (!evalReady) {
-      const std::vector<npz::Array> &arrays = o.evalData.empty() ? feed : evalArrays;
-      const std::string &path = o.evalData.empty() ? o.data : o.evalData;
-      if (!prepare("eval_step", arrays, path, evalFeed) ||
-          !outputScalar("eval_step", "loss", evalLossRef))
+      if (!evalSet.open(o.evalData.empty() ? o.data : o.evalData, error) ||
+          !prepare("eval_step", evalSet) || !outputScalar("eval_step", "loss", evalLossRef))
         return false;
       haveAccuracy = outputScalar("eval_step", "correct", correctRef, true) &&
                      outputScalar("eval_step", "counted", countedRef, true);
@@ -556,12 +408,12 @@ private:
         return false;
       evalReady = true;
     }
-    int64_t batches = 1;
-    for (const FeedBinding &b : evalFeed)
-      batches = std::max(batches, b.batches);
+    int64_t batches = evalSet.batches();
     double sum = 0, correct = 0, counted = 0;
+    std::vector<std::string> batch;
     for (int64_t i = 0; i < batches; ++i) {
-      if (!bindAll(evalFeed, i, o.lr, o.seed) || ortc_run(session.get(), "eval_step"))
+      if (!evalSet.read(i, batch, error) || !bindAll(evalInputs, batch, o.lr, o.seed) ||
+          ortc_run(session.get(), "eval_step"))
         return error.empty() ? (apiFail(), false) : false;
       sum += readScalar(evalLossRef);
       if (haveAccuracy) {
@@ -602,6 +454,8 @@ std::string checkTrainOptions(const TrainOptions &o) {
     check("no feed given (--data FEED.npz)");
   check(checkCount("--steps", o.steps, 0));
   check(checkCount("--grad-accum", o.gradAccum, 1));
+  check(checkCount("--epochs", o.epochs, 0));
+  check(checkCount("--shuffle", o.shuffle, -1));
   check(checkNumber("--lr", o.lr, 0, false));
   if (o.lrSchedule != "constant" && o.lrSchedule != "linear" && o.lrSchedule != "cosine" &&
       o.lrSchedule != "inverse-sqrt")

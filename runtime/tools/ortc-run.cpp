@@ -25,8 +25,12 @@ const char *kHelp =
     "\n"
     "usage: ortc-run train MODEL.ortc --data FEED.npz [options]\n"
     "\n"
-    "  --data FEED.npz          one array per model input, named as in the model; an\n"
-    "                           extra leading dimension K is a sequence of K batches\n"
+    "  --data FEED              an .npz with one array per model input, named as in the\n"
+    "                           model (an extra leading dimension K: K batches), a\n"
+    "                           folder of .npz shards or NAME.npy arrays, or a glob of\n"
+    "                           shards; read a batch at a time\n"
+    "  --epochs E               train to the end of E passes over the feed (not --steps)\n"
+    "  --shuffle SEED           each epoch's batches in an order drawn from SEED\n"
     "  --steps N                number of training steps (default 10)\n"
     "  --grad-accum N           micro-batches per step, gradients averaged (the\n"
     "                           artifact needs ortc build --grad-accum)\n"
@@ -99,7 +103,7 @@ int main(int argc, char **argv) {
     return usageError("unknown command '" + command + "' (the only command is 'train')");
 
   ortc::TrainOptions o;
-  bool haveData = false;
+  bool haveData = false, stepsGiven = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i], value;
     if (arg == "-h" || arg == "--help") {
@@ -130,7 +134,8 @@ int main(int argc, char **argv) {
         "--log-json",      "--save-params",   "--load-params",  "--save-checkpoint",
         "--load-checkpoint", "--threads",     "--init-seed",    "--on-nonfinite",
         "--lr-schedule",   "--warmup-steps",  "--min-lr",       "--schedule-steps",
-        "--eval-data",     "--eval-every",    "--log-every",    "--grad-accum"};
+        "--eval-data",     "--eval-every",    "--log-every",    "--grad-accum",
+        "--epochs",        "--shuffle"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -149,6 +154,7 @@ int main(int argc, char **argv) {
       if (!parseInt(value, n) || n < 0)
         return usageError("--steps needs a non-negative integer, got '" + value + "'");
       o.steps = n;
+      stepsGiven = true;
     } else if (arg == "--lr") {
       if (!parseDouble(value, o.lr) || o.lr < 0)
         return usageError("--lr needs a finite number >= 0, got '" + value + "'");
@@ -170,13 +176,16 @@ int main(int argc, char **argv) {
     } else if (arg == "--lr-schedule") {
       o.lrSchedule = value;
     } else if (arg == "--warmup-steps" || arg == "--schedule-steps" || arg == "--eval-every" ||
-               arg == "--log-every" || arg == "--grad-accum") {
+               arg == "--log-every" || arg == "--grad-accum" || arg == "--epochs" ||
+               arg == "--shuffle") {
       if (!parseInt(value, n))
         return usageError(arg + " needs an integer, got '" + value + "'");
       (arg == "--warmup-steps"     ? o.warmupSteps
        : arg == "--schedule-steps" ? o.scheduleSteps
        : arg == "--eval-every"     ? o.evalEvery
        : arg == "--grad-accum"     ? o.gradAccum
+       : arg == "--epochs"         ? o.epochs
+       : arg == "--shuffle"        ? o.shuffle
                                    : o.logEvery) = n;
     } else if (arg == "--min-lr") {
       if (!parseDouble(value, o.minLr))
@@ -200,6 +209,8 @@ int main(int argc, char **argv) {
   if (!haveData || o.data.empty())
     return usageError("missing --data FEED.npz");
 
+  if (stepsGiven && o.epochs > 0)
+    return usageError("--steps and --epochs both say how long to train: give one");
   if (std::string why = ortc::checkTrainOptions(o); !why.empty())
     return usageError(why);
   o.program = "ortc-run";

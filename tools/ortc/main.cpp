@@ -240,8 +240,20 @@ int main(int argc, char **argv) {
   ortc::TrainOptions t;
   auto *trainCmd = app.add_subcommand("train", "Train a compiled artifact");
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
-  trainCmd->add_option("--data", t.data, "Feed .npz: one array per input (plus labels)")->required();
-  trainCmd->add_option("--steps", t.steps, "Number of steps")->default_val(10);
+  trainCmd->add_option("--data", t.data,
+                       "The feed: an .npz (one array per input, plus labels), a folder of .npz "
+                       "shards or NAME.npy arrays, or a glob of shards; read a batch at a time")
+      ->required();
+  auto *stepsOpt = trainCmd->add_option("--steps", t.steps, "Number of optimizer steps")
+                       ->default_val(10);
+  trainCmd->add_option("--epochs", t.epochs,
+                       "Train to the end of this many passes over the feed (instead of --steps)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(stepsOpt);
+  trainCmd->add_option("--shuffle", t.shuffle,
+                       "Visit each epoch's batches in an order drawn from this seed (and the "
+                       "epoch); a resumed run reads what an unbroken one would")
+      ->check(CLI::NonNegativeNumber);
   trainCmd->add_option("--lr", t.lr, "Learning rate (the peak of --lr-schedule)")
       ->default_val(0.01)
       ->check(finiteIn(0, INFINITY));

@@ -19,8 +19,13 @@ namespace ortc {
 /// What to train and where to write. Empty paths mean "not requested".
 struct TrainOptions {
   std::string artifact;       ///< the model.ortc folder
-  std::string data;           ///< FEED.npz: one array per train_step input of role "input"
-                              ///< (float arrays convert to f32/f64, int arrays to i64/i32)
+  std::string data;           ///< the feed: an .npz, a folder of .npz shards (or of NAME.npy
+                              ///< arrays) or a glob of shards, one array per train_step
+                              ///< input of role "input", read a batch at a time (float
+                              ///< arrays convert to f32/f64, int arrays to i64/i32)
+  int64_t epochs = 0;         ///< > 0: train to the end of this many passes over the
+                              ///< feed (instead of `steps`)
+  int64_t shuffle = -1;       ///< >= 0: each epoch in an order drawn from (this, epoch)
   int64_t steps = 10;         ///< number of optimizer steps
   /// Micro-batches per optimizer step (feed batches i*N .. i*N+N-1 for step i): the
   /// first N-1 run accumulate_step, the last train_step with grad_scale 1/N; the
