@@ -63,7 +63,8 @@ std::string dtypeOf(Type elt) {
 FailureOr<TensorTable> TensorTable::build(ModuleOp module, const WeightStore &weights,
                                           std::string &error) {
   TensorTable t;
-  auto add = [&](const std::string &name, const std::string &role, Type type) {
+  auto add = [&](const std::string &name, const std::string &role, Type type,
+                 std::optional<double> defaultValue = std::nullopt) {
     auto rt = cast<RankedTensorType>(type);
     std::vector<int64_t> shape(rt.getShape().begin(), rt.getShape().end());
     auto it = t.byName.find(name);
@@ -74,7 +75,7 @@ FailureOr<TensorTable> TensorTable::build(ModuleOp module, const WeightStore &we
       }
       return true;
     }
-    TensorInfo info{name, role, dtypeOf(rt.getElementType()), shape, nullptr};
+    TensorInfo info{name, role, dtypeOf(rt.getElementType()), shape, nullptr, defaultValue};
     if (auto w = weights.find(name); w != weights.end() && role != "input")
       info.init = &w->second;
     t.byName[name] = t.list.size();
@@ -87,9 +88,13 @@ FailureOr<TensorTable> TensorTable::build(ModuleOp module, const WeightStore &we
       error = "the module has no @" + fnName;
       return failure();
     }
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (!add(argName(fn, i), argRole(fn, i), fn.getArgument(i).getType()))
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      std::optional<double> defaultValue;
+      if (auto d = fn.getArgAttrOfType<FloatAttr>(i, "ortc.default"))
+        defaultValue = d.getValueAsDouble();
+      if (!add(argName(fn, i), argRole(fn, i), fn.getArgument(i).getType(), defaultValue))
         return failure();
+    }
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
       if (!resultTied(fn, i) &&
           !add(resultName(fn, i), "output", fn.getFunctionType().getResult(i)))
@@ -702,8 +707,11 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   }
   // params.bin is streamed (and hashed) while the kernels compile.
   nlohmann::json tensors = nlohmann::json::array();
-  for (const TensorInfo &t : table.tensors())
+  for (const TensorInfo &t : table.tensors()) {
     tensors.push_back({{"name", t.name}, {"role", t.role}, {"dtype", t.dtype}, {"shape", t.shape}});
+    if (t.defaultValue)
+      tensors.back()["default"] = *t.defaultValue;
+  }
   std::string paramsSha, paramsError;
   bool paramsOk = false;
   std::thread paramsWriter([&] {

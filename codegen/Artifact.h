@@ -25,6 +25,8 @@ struct TensorInfo {
   std::string name, role, dtype;
   std::vector<int64_t> shape;
   const WeightData *init = nullptr; ///< initial value; null: zero-filled
+  /// A scalar's value until the caller binds one (AdamW's betas: the build's values).
+  std::optional<double> defaultValue;
 };
 
 /// The step functions an artifact runs, in manifest order: @train_step and

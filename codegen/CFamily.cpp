@@ -519,8 +519,9 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
   auto lit = [&](APFloat v) { return cLiteral(v.convertToDouble(), T, sp); };
   if (auto u = dyn_cast<AdamWUpdateOp>(ops.front())) {
     body << "  " << lib << "adamwUpdateMulti(ts, " << ops.size() << ", " << runtimeScalar(u.getLr())
-         << ", " << lit(u.getBeta1()) << ", " << lit(u.getBeta2()) << ", " << lit(u.getEps())
-         << ", " << lit(u.getWeightDecay()) << ", " << runtimeScalar(u.getStep()) << ", "
+         << ", " << runtimeScalar(u.getBeta1()) << ", " << runtimeScalar(u.getBeta2()) << ", "
+         << runtimeScalar(u.getEps()) << ", " << runtimeScalar(u.getWeightDecay()) << ", "
+         << runtimeScalar(u.getStep()) << ", "
          << typed(u.getApply()) << callTail << ");\n";
     return;
   }

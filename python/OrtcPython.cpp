@@ -198,6 +198,15 @@ PYBIND11_MODULE(ortc, m) {
           "eval",
           [](Session &s, const py::dict &feeds) { return s.run("eval_step", feeds, py::dict()); },
           py::arg("feeds"), "eval_step: the loss (and correct/counted for classification)")
+      .def(
+          "set_scalar",
+          [](Session &s, const std::string &name, double value) {
+            if (s.meta(name).role != "scalar")
+              throw py::value_error("'" + name + "' is not a scalar of the artifact");
+            s.bind(name, py::float_(value));
+          },
+          py::arg("name"), py::arg("value"),
+          "Sets a run-time scalar (AdamW's beta1, beta2, eps, weight_decay) for later steps")
       .def("inputs", &Session::functionInputs, py::arg("function") = "train_step")
       .def(
           "tensor", [](py::object self, const std::string &name) {

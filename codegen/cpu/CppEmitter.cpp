@@ -371,10 +371,9 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         body << "  ortc::kern::adamwUpdate(" << typed(u.getNewParam(), true) << ", "
              << typed(u.getGrad()) << ", " << typed(u.getNewM(), true) << ", "
              << typed(u.getNewV(), true) << ", " << numElements(u.getParam()) << ", "
-             << scalar(u.getLr()) << ", " << cLiteral(u.getBeta1().convertToDouble(), T, sp) << ", "
-             << cLiteral(u.getBeta2().convertToDouble(), T, sp) << ", "
-             << cLiteral(u.getEps().convertToDouble(), T, sp) << ", "
-             << cLiteral(u.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(u.getStep())
+             << scalar(u.getLr()) << ", " << scalar(u.getBeta1()) << ", " << scalar(u.getBeta2())
+             << ", " << scalar(u.getEps()) << ", " << scalar(u.getWeightDecay()) << ", "
+             << scalar(u.getStep())
              << ", " << typed(u.getApply()) << ");\n";
         return success();
       })

@@ -488,10 +488,9 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << L << "adamwUpdate(" << typed(u.getNewParam(), true) << ", "
              << typed(u.getGrad()) << ", " << typed(u.getNewM(), true) << ", "
              << typed(u.getNewV(), true) << ", " << numElements(u.getParam()) << ", "
-             << typed(u.getLr()) << ", " << lit(u.getBeta1().convertToDouble(), T) << ", "
-             << lit(u.getBeta2().convertToDouble(), T) << ", "
-             << lit(u.getEps().convertToDouble(), T) << ", "
-             << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep())
+             << typed(u.getLr()) << ", " << typed(u.getBeta1()) << ", " << typed(u.getBeta2())
+             << ", " << typed(u.getEps()) << ", " << typed(u.getWeightDecay()) << ", "
+             << typed(u.getStep())
              << ", " << typed(u.getApply()) << ", s);\n";
         gridNote(numElements(u.getParam()), "one element per thread, gated on the device");
         return success();

@@ -689,9 +689,9 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         EvalTensor<T> p = get(u.getParam()), m = get(u.getM()), v = get(u.getV());
         uint8_t apply = get(u.getApply()).i[0];
         kern::adamwUpdate(p.f.data(), get(u.getGrad()).f.data(), m.f.data(), v.f.data(),
-                          p.numel(), get(u.getLr()).f[0], u.getBeta1().convertToDouble(),
-                          u.getBeta2().convertToDouble(), u.getEps().convertToDouble(),
-                          u.getWeightDecay().convertToDouble(), get(u.getStep()).i[0], &apply);
+                          p.numel(), get(u.getLr()).f[0], get(u.getBeta1()).f[0],
+                          get(u.getBeta2()).f[0], get(u.getEps()).f[0],
+                          get(u.getWeightDecay()).f[0], get(u.getStep()).i[0], &apply);
         set(u.getNewParam(), std::move(p));
         set(u.getNewM(), std::move(m));
         set(u.getNewV(), std::move(v));

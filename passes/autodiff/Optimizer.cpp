@@ -143,6 +143,15 @@ void OptimizerPass::runOnOperation() {
   auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
   auto scalarI1 = RankedTensorType::get({}, b.getI1Type());
   Value lr = addArgument(fn, scalarF32, "lr", "scalar");
+  // AdamW's hyperparameters: run-time scalars whose defaults are the build's values.
+  SmallVector<Value, 4> adamw;
+  if (optimizer == "adamw")
+    for (auto [name, value] : {std::pair<const char *, double>{"beta1", beta1},
+                               {"beta2", beta2}, {"eps", eps}, {"weight_decay", wd}}) {
+      BlockArgument a = addArgument(fn, scalarF32, name, "scalar");
+      fn.setArgAttr(a.getArgNumber(), "ortc.default", b.getF64FloatAttr(value));
+      adamw.push_back(a);
+    }
   auto stepArg = addState(fn, "step", scalarI64);
   if (failed(stepArg))
     return signalPassFailure();
@@ -219,8 +228,7 @@ void OptimizerPass::runOnOperation() {
       if (failed(m) || failed(v))
         return signalPassFailure();
       auto op = AdamWUpdateOp::create(b, ploc, type, type, type, p, g, *m, *v, lr, t, finite,
-                                      b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-                                      b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
+                                      adamw[0], adamw[1], adamw[2], adamw[3]);
       results.push_back({op.getNewParam(), name, "parameter", *pIdx});
       state.push_back({op.getNewM(), name + ".exp_avg", "state", m->getArgNumber()});
       state.push_back({op.getNewV(), name + ".exp_avg_sq", "state", v->getArgNumber()});

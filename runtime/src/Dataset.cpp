@@ -8,6 +8,7 @@
 #include "Dataset.h"
 
 #include <glob.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -361,6 +362,7 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::work() {
+  pthread_setname_np(pthread_self(), "ortc-feed"); // not a compute thread (test_cpu_runtime)
   std::unique_lock<std::mutex> l(mu);
   for (;;) {
     cv.wait(l, [&] { return stopping || next <= wanted; });

@@ -68,12 +68,18 @@ struct Rules {
   Rule shape = arrayRule(&count);
   Rule init = objectRule({"offset", "bytes"}, {{"offset", &count}, {"bytes", &count}});
   Rule initOmitted = objectRule({"bytes"}, {{"bytes", &count}});
+  Rule number = [] {
+    Rule r;
+    r.type = JsonType::Number;
+    return r;
+  }();
   Rule tensor = objectRule({"name", "role", "dtype", "shape"}, {{"name", &nonEmpty},
                                                                 {"role", &role},
                                                                 {"dtype", &dtype},
                                                                 {"shape", &shape},
                                                                 {"init", &init},
-                                                                {"init_omitted", &initOmitted}});
+                                                                {"init_omitted", &initOmitted},
+                                                                {"default", &number}});
   Rule nameList = arrayRule(&nonEmpty);
   Rule anyInt = intRule({});
   Rule anyString = stringRule();
@@ -150,6 +156,8 @@ const char *typeName(JsonType t) {
     return "a string";
   case JsonType::Integer:
     return "an integer";
+  case JsonType::Number:
+    return "a number";
   case JsonType::Array:
     return "an array";
   case JsonType::Object:
@@ -185,6 +193,7 @@ const Rule &rootRule() {
 bool validate(const nlohmann::json &v, const Rule &r, const std::string &path, std::string &error) {
   bool typeOk = r.type == JsonType::String    ? v.is_string()
                 : r.type == JsonType::Integer ? v.is_number_integer()
+                : r.type == JsonType::Number  ? v.is_number()
                 : r.type == JsonType::Array   ? v.is_array()
                                               : v.is_object();
   if (!typeOk)
@@ -212,6 +221,8 @@ bool validate(const nlohmann::json &v, const Rule &r, const std::string &path, s
       return fail(error, path, show(v) + " is not " + std::to_string(*r.constInt));
     return true;
   }
+  case JsonType::Number:
+    return true;
   case JsonType::Array: {
     if (int64_t(v.size()) < r.minItems)
       return fail(error, path, "needs at least " + std::to_string(r.minItems) + " item(s)");
@@ -367,6 +378,13 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
         return ManifestError::Invalid;
       }
       d.initOmitted = true;
+    }
+    if (t.contains("default")) {
+      if (d.role != "scalar" || d.numel != 1 || (d.dtype != "f32" && d.dtype != "f64")) {
+        error = where + ": a default is for float scalars";
+        return ManifestError::Invalid;
+      }
+      d.defaultValue = t["default"].get<double>();
     }
     if (!m.byName.emplace(d.name, m.tensors.size()).second) {
       error = where + " is listed twice";

@@ -25,7 +25,7 @@ namespace ortc {
 namespace manifest {
 
 /// The JSON Schema `type`s the manifest uses.
-enum class JsonType { String, Integer, Array, Object };
+enum class JsonType { String, Integer, Number, Array, Object };
 
 struct Rule;
 struct Property {
@@ -77,6 +77,7 @@ struct TensorDesc {
   bool hasInit = false;
   int64_t initOffset = 0, initBytes = 0;
   bool initOmitted = false; ///< ortc build --no-params left its initial value out
+  std::optional<double> defaultValue; ///< a scalar bound to this at session creation
 };
 
 /// One launch of a step program: a kernel symbol and what each of its pointer

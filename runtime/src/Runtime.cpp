@@ -696,6 +696,16 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
       s->bufs.push_back(p);
     }
     s->bound.assign(m.tensors.size(), 0);
+    for (size_t i = 0; i < m.tensors.size(); ++i) // scalars with a default start bound
+      if (const TensorDesc &t = m.tensors[i]; t.defaultValue) {
+        if (t.dtype == "f32") {
+          float f = float(*t.defaultValue);
+          std::memcpy(s->bufs[i], &f, 4);
+        } else {
+          std::memcpy(s->bufs[i], &*t.defaultValue, 8);
+        }
+        s->bound[i] = 1;
+      }
     if (s->art->gpu) {
       if (ortc_status st = createDevice(*s))
         return st;
@@ -711,6 +721,15 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
 }
 
 void ortc_session_free(ortc_session *session) { delete session; }
+
+int ortc_tensor_default(const ortc_session *s, int64_t index, double *value) {
+  if (!s || index < 0 || size_t(index) >= s->m().tensors.size())
+    return 0;
+  const auto &d = s->m().tensors[size_t(index)].defaultValue;
+  if (d && value)
+    *value = *d;
+  return d.has_value();
+}
 
 int64_t ortc_artifact_omitted_inits(const ortc_artifact *a) {
   if (!a)

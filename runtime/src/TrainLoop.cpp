@@ -117,6 +117,16 @@ public:
       return 1;
     if (accumulates && !setScalar("grad_scale", 1.0 / double(o.gradAccum)))
       return 1;
+    for (const auto &[name, value] : o.hyper) {
+      TensorRef t = tensor(name);
+      if (t.role != "scalar")
+        return fail("--" + (name == "weight_decay" ? std::string("weight-decay") : name) + ": " +
+                    o.artifact + " has no run-time '" + name +
+                    "' (AdamW's betas, eps and weight decay are; an sgd artifact's settings are "
+                    "fixed at build)");
+      if (!setScalar(name.c_str(), value))
+        return 1;
+    }
     // The schedule goes on from the optimizer steps a loaded checkpoint has applied.
     int64_t start = 0;
     if (TensorRef step = tensor("step"); step.role == "state" && step.dtype == "i64")
@@ -274,8 +284,9 @@ private:
     std::vector<FeedInput> inputs;
     for (int64_t i = 0; i < n; ++i) {
       TensorRef t = tensor(ortc_function_input(session.get(), fn, i));
-      if (t.role == "scalar" && (t.name == "lr" || t.name == "seed" || t.name == "grad_scale"))
-        continue;
+      if (t.role == "scalar" && (t.name == "lr" || t.name == "seed" || t.name == "grad_scale" ||
+                                 ortc_tensor_default(session.get(), t.index, nullptr)))
+        continue; // set by the loop, or holding its default unless --beta1 ... set it
       refs.push_back(t);
       inputs.push_back({t.name, t.role, t.dtype, t.shape, t.bytes});
     }
@@ -455,6 +466,18 @@ std::string checkTrainOptions(const TrainOptions &o) {
   check(checkCount("--steps", o.steps, 0));
   check(checkCount("--grad-accum", o.gradAccum, 1));
   check(checkCount("--epochs", o.epochs, 0));
+  for (const auto &[name, v] : o.hyper) {
+    if (name == "beta1" || name == "beta2") {
+      if (!(v >= 0 && v < 1))
+        check("--" + name + " needs a finite number >= 0 and < 1, got " + fmt(v));
+    } else if (name == "eps") {
+      check(checkNumber("--eps", v, 0, true));
+    } else if (name == "weight_decay") {
+      check(checkNumber("--weight-decay", v, 0, false));
+    } else {
+      check("no optimizer setting '" + name + "'");
+    }
+  }
   check(checkCount("--shuffle", o.shuffle, -1));
   check(checkNumber("--lr", o.lr, 0, false));
   if (o.lrSchedule != "constant" && o.lrSchedule != "linear" && o.lrSchedule != "cosine" &&

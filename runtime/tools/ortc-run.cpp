@@ -41,6 +41,8 @@ const char *kHelp =
     "  --schedule-steps N       step where linear/cosine reach --min-lr (default:\n"
     "                           the run's last step)\n"
     "  --seed S                 dropout seed (default 0)\n"
+    "  --beta1 B, --beta2 B, --eps E, --weight-decay W\n"
+    "                           AdamW's settings (default: the artifact's)\n"
     "  --log-json FILE          write {\"step\",\"loss\",\"time_ms\"} per step, one per line\n"
     "  --save-params OUT.npz    write the trained parameters and buffers\n"
     "  --load-params IN.npz     start from these parameters and buffers\n"
@@ -135,7 +137,8 @@ int main(int argc, char **argv) {
         "--load-checkpoint", "--threads",     "--init-seed",    "--on-nonfinite",
         "--lr-schedule",   "--warmup-steps",  "--min-lr",       "--schedule-steps",
         "--eval-data",     "--eval-every",    "--log-every",    "--grad-accum",
-        "--epochs",        "--shuffle"};
+        "--epochs",        "--shuffle",       "--beta1",        "--beta2",
+        "--eps",           "--weight-decay"};
     bool known = false;
     for (const char *v : valued)
       known |= arg == v;
@@ -180,6 +183,8 @@ int main(int argc, char **argv) {
                arg == "--shuffle") {
       if (!parseInt(value, n))
         return usageError(arg + " needs an integer, got '" + value + "'");
+      if (arg == "--epochs" && n < 1)
+        return usageError("--epochs needs an integer >= 1, got '" + value + "'");
       (arg == "--warmup-steps"     ? o.warmupSteps
        : arg == "--schedule-steps" ? o.scheduleSteps
        : arg == "--eval-every"     ? o.evalEvery
@@ -187,6 +192,11 @@ int main(int argc, char **argv) {
        : arg == "--epochs"         ? o.epochs
        : arg == "--shuffle"        ? o.shuffle
                                    : o.logEvery) = n;
+    } else if (arg == "--beta1" || arg == "--beta2" || arg == "--eps" || arg == "--weight-decay") {
+      double v = 0;
+      if (!parseDouble(value, v))
+        return usageError(arg + " needs a finite number, got '" + value + "'");
+      o.hyper[arg == "--weight-decay" ? "weight_decay" : arg.substr(2)] = v;
     } else if (arg == "--min-lr") {
       if (!parseDouble(value, o.minLr))
         return usageError("--min-lr needs a finite number, got '" + value + "'");

@@ -195,6 +195,40 @@ class GradAccumulation(unittest.TestCase):
             self.assertIn("has no accumulate_step; build it with ortc build --grad-accum", p.stderr)
 
 
+class AdamWSettings(unittest.TestCase):
+    """AdamW's betas, eps and weight decay are `ortc train` flags: training an artifact
+    built with the defaults under the flags is, bit for bit, training one built with those
+    values (which test_train_vs_torch holds against PyTorch's AdamW)."""
+    def test_train_flags_equal_build_flags(self):
+        rs = np.random.RandomState(8)
+        x, y = rs.randn(3, 8, 16).astype(np.float32), rs.randint(0, 5, (3, 8))
+        settings = ["--beta1", "0.8", "--beta2", "0.95", "--eps", "1e-6", "--weight-decay", "0.05"]
+        with TempDir() as d:
+            onnx_path, feed = os.path.join(d, "m.onnx"), os.path.join(d, "feed.npz")
+            Schedules.export(small_model(), x[0], onnx_path)
+            np.savez(feed, x=x, labels=y)
+            default, built = os.path.join(d, "default.ortc"), os.path.join(d, "built.ortc")
+            run([ORTC, "build", onnx_path, "-o", default, "--optimizer", "adamw"])
+            run([ORTC, "build", onnx_path, "-o", built, "--optimizer", "adamw"] + settings)
+            out = {}
+            for name, art, flags in (("flags", default, settings), ("built", built, []),
+                                     ("defaults", default, [])):
+                p = os.path.join(d, name + ".npz")
+                run([ORTC, "train", art, "--data", feed, "--steps", "5", "--lr", "0.01",
+                     "--save-params", p, "--quiet"] + flags)
+                out[name] = dict(np.load(p))
+            for k in out["built"]:
+                np.testing.assert_array_equal(out["flags"][k], out["built"][k], err_msg=k)
+            self.assertFalse(all(np.array_equal(out["defaults"][k], out["built"][k])
+                                 for k in out["built"]), "the flags changed nothing")
+            sgd = os.path.join(d, "sgd.ortc")
+            run([ORTC, "build", onnx_path, "-o", sgd])
+            p = subprocess.run([ORTC, "train", sgd, "--data", feed, "--beta1", "0.8"],
+                               capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("--beta1: %s has no run-time 'beta1'" % sgd, p.stderr)
+
+
 class Evaluation(unittest.TestCase):
     def test_eval_records_match_torch(self):
         import torch
@@ -308,6 +342,12 @@ class RefusedFlags(unittest.TestCase):
             (["--lr", "-1"], "--lr"),
             (["--steps", "-1"], "--steps"),
             (["--grad-accum", "0"], "--grad-accum"),
+            (["--beta1", "1"], "--beta1"),
+            (["--beta2", "nan"], "--beta2"),
+            (["--eps", "0"], "--eps"),
+            (["--weight-decay", "-0.1"], "--weight-decay"),
+            (["--epochs", "0"], "--epochs"),
+            (["--shuffle", "-2"], "--shuffle"),
             (["--lr-schedule", "cosin"], "--lr-schedule"),
             (["--warmup-steps", "-2"], "--warmup-steps"),
             (["--lr-schedule", "cosine", "--min-lr", "1"], "--min-lr"),

@@ -110,6 +110,11 @@ int run(func::FuncOp fn, const std::vector<ortc::npz::Array> &feed,
       args.push_back(fromArray<T>(*it->second));
     } else if (auto w = weights.find(name); w != weights.end()) {
       args.push_back(w->second);
+    } else if (auto d = fn.getArgAttrOfType<mlir::FloatAttr>(i, "ortc.default")) {
+      ortc::EvalTensor<T> s; // a scalar the feed leaves at its default (AdamW's betas...)
+      s.isFloat = true;
+      s.f = {T(d.getValueAsDouble())};
+      args.push_back(s);
     } else {
       llvm::errs() << "ortc-eval: error: no value for input '" << name << "'\n";
       return 1;

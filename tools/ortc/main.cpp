@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <tuple>
 #include <iostream>
 #include <sstream>
 
@@ -278,6 +279,19 @@ int main(int argc, char **argv) {
                        "--grad-accum)")
       ->default_val(1)->check(CLI::PositiveNumber);
   trainCmd->add_option("--seed", t.seed, "Dropout seed")->default_val(0);
+  auto *hyper = trainCmd->add_option_group(
+      "AdamW", "Run-time settings of an adamw artifact (default: the values it was built with)");
+  for (auto [flag, key, range] :
+       {std::tuple<const char *, const char *, CLI::Validator>{"--beta1", "beta1",
+                                                               finiteIn(0, 1, false, true)},
+        {"--beta2", "beta2", finiteIn(0, 1, false, true)},
+        {"--eps", "eps", finiteIn(0, INFINITY, true)},
+        {"--weight-decay", "weight_decay", finiteIn(0, INFINITY)}}) {
+    std::string name = key;
+    hyper->add_option_function<double>(
+             flag, [&t, name](double v) { t.hyper[name] = v; }, std::string("AdamW ") + key)
+        ->check(range);
+  }
   trainCmd->add_option("--log-json", t.logJson, "Write one JSON line per step");
   trainCmd->add_option("--save-params", t.saveParams, "Write trained parameters (.npz)");
   trainCmd->add_option("--load-params", t.loadParams, "Start from these parameters (.npz)");

@@ -1234,10 +1234,14 @@ void sgdUpdate(T *p, const T *g, T *buf, int64_t n, const L *lr, T momentum, T d
 }
 
 template <typename T, typename L, typename S>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(UpdateChunk<T> c, const L *lrp, T beta1, T beta2, T eps, T weightDecay, const S *stepp, const uint8_t *apply) {
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(UpdateChunk<T> c, const L *lrp, const L *beta1p, const L *beta2p,
+                                                      const L *epsp, const L *weightDecayp, const S *stepp,
+                                                      const uint8_t *apply) {
   if (apply && *apply == 0)
     return;
-  const T lrT = static_cast<T>(*lrp);
+  // The hyperparameters are run-time scalars in device memory, as the learning rate.
+  const T lrT = static_cast<T>(*lrp), beta1 = static_cast<T>(*beta1p), beta2 = static_cast<T>(*beta2p),
+          eps = static_cast<T>(*epsp), weightDecay = static_cast<T>(*weightDecayp);
   const double dlr = lrT, db1 = beta1, db2 = beta2, t = static_cast<double>(static_cast<int64_t>(*stepp));
   const T decay = static_cast<T>(1.0 - dlr * static_cast<double>(weightDecay));
   const T w1 = static_cast<T>(1.0 - db1), c2 = static_cast<T>(1.0 - db2);
@@ -1261,15 +1265,15 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) adamwKernel(UpdateChunk<T> c, const L
 }
 /// torch.optim.AdamW on every tensor of ts: one kernel per kMultiTensor tensors.
 template <typename T, typename L, typename S>
-void adamwUpdateMulti(const UpdateTensor<T> *ts, int count, const L *lr, T beta1, T beta2, T eps, T weightDecay,
-                      const S *step, const uint8_t *apply, ortcStream_t s) {
+void adamwUpdateMulti(const UpdateTensor<T> *ts, int count, const L *lr, const L *beta1, const L *beta2,
+                      const L *eps, const L *weightDecay, const S *step, const uint8_t *apply, ortcStream_t s) {
   forEachChunk(ts, count, [&](const UpdateChunk<T> &c, int64_t n) {
     adamwKernel<<<gridFor(n), kBlock, 0, s>>>(c, lr, beta1, beta2, eps, weightDecay, step, apply);
   });
 }
 template <typename T, typename L, typename S>
-void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, T beta1, T beta2, T eps, T weightDecay,
-                 const S *step, const uint8_t *apply, ortcStream_t s) {
+void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, const L *beta1, const L *beta2,
+                 const L *eps, const L *weightDecay, const S *step, const uint8_t *apply, ortcStream_t s) {
   const UpdateTensor<T> t{p, g, m, v, n};
   adamwUpdateMulti(&t, 1, lr, beta1, beta2, eps, weightDecay, step, apply, s);
 }

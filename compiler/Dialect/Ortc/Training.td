@@ -58,14 +58,19 @@ def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure,
 def Ortc_AdamWUpdateOp : Ortc_Op<"adamw_update", [Pure,
     DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]> {
   let summary = "One torch.optim.AdamW step (bias-corrected), skipped when !apply";
+  let description = [{
+    The hyperparameters are run-time scalars like the learning rate (`ortc train
+    --beta1 ...` sets them; the build's values are their defaults).
+  }];
   let arguments = (ins Ortc_FloatTensor:$param, Ortc_FloatTensor:$grad,
                        Ortc_FloatTensor:$m, Ortc_FloatTensor:$v,
                        0DTensorOf<[F32, F64]>:$lr, 0DTensorOf<[I64]>:$step,
                        0DTensorOf<[I1]>:$apply,
-                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+                       0DTensorOf<[F32, F64]>:$beta1, 0DTensorOf<[F32, F64]>:$beta2,
+                       0DTensorOf<[F32, F64]>:$eps, 0DTensorOf<[F32, F64]>:$weight_decay);
   let results = (outs Ortc_FloatTensor:$new_param, Ortc_FloatTensor:$new_m,
                       Ortc_FloatTensor:$new_v);
-  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `apply` $apply attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `apply` $apply `betas` $beta1 `,` $beta2 `eps` $eps `weight_decay` $weight_decay attr-dict `:` functional-type(operands, results)";
 }
 
 #endif // ORTC_TRAINING_TD

@@ -107,6 +107,9 @@ int64_t ortc_tensor_count(const ortc_session *session);
 ortc_status ortc_tensor_info(const ortc_session *session, int64_t index, const char **name,
                              const char **role, const char **dtype, int64_t *rank,
                              const int64_t **dims);
+/// 1 and `*value` if tensor `index` is a scalar with a default (a value it holds from
+/// session creation until bound: AdamW's betas, eps and weight decay), else 0.
+int ortc_tensor_default(const ortc_session *session, int64_t index, double *value);
 /// Index of the tensor called `name`, or -1.
 int64_t ortc_tensor_find(const ortc_session *session, const char *name);
 /// The storage of tensor `index` (NULL if out of range). Writing through it counts

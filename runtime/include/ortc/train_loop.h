@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <string>
 
 namespace ortc {
@@ -40,6 +41,10 @@ struct TrainOptions {
   double minLr = 0;
   int64_t scheduleSteps = 0;
   int64_t seed = 0;           ///< written to the "seed" scalar, if the model has one
+  /// Values for the optimizer's run-time scalars ("beta1", "beta2", "eps",
+  /// "weight_decay" of AdamW), written before training; the rest keep the artifact's
+  /// defaults (the build's values).
+  std::map<std::string, double> hyper;
   std::string logJson;        ///< one {"step","loss","time_ms"} object per line
   std::string saveParams;     ///< .npz of parameters and buffers after training
   std::string loadParams;     ///< .npz of parameters and buffers loaded before training

@@ -332,6 +332,32 @@ for _s in SGD_NO_GRAPHS:
                 lambda self, n=_s, t=_t: self.check("sample-sgd", n, t))
 
 
+class EmulatedTrainingRun(unittest.TestCase):
+    """`ortc train`'s run-time settings on a GPU: a warm-up + cosine schedule, AdamW's betas
+    given at train time and gradient accumulation (accumulate_step) train alike with graph
+    replay on and off (the lr and betas are device scalars a replayed graph reads), and as
+    the CPU target trains them."""
+    def test_schedule_betas_and_accumulation_under_graph_replay(self):
+        flags = ["--lr-schedule", "cosine", "--warmup-steps", "1", "--min-lr", "0.001",
+                 "--beta1", "0.8", "--eps", "1e-6", "--grad-accum", "2"]
+        with tl.TempDir() as d:
+            rs = np.random.RandomState(3)
+            feed = os.path.join(d, "feed.npz")
+            np.savez(feed, x=rs.randn(6, 4, 32).astype(np.float32), labels=rs.randint(0, 10, (6, 4)))
+            common = ["--dim", "batch=4", "--optimizer", "adamw", "--grad-accum"]
+            gpu = build(tl.sample_path("mlp"), os.path.join(d, "gpu.ortc"), "cuda", common)
+            cpu = os.path.join(d, "cpu.ortc")
+            run([tl.ORTC, "build", tl.sample_path("mlp"), "-o", cpu] + common)
+            runs = {tag: train(art, feed, 0.01, d, tag, flags + extra, steps=4)
+                    for tag, art, extra in (("graphs", gpu, []), ("launches", gpu, ["--no-graphs"]),
+                                            ("cpu", cpu, []))}
+        self.assertEqual(runs["graphs"][0], runs["launches"][0])
+        for k, v in runs["graphs"][1].items():
+            np.testing.assert_array_equal(v, runs["launches"][1][k], err_msg=k)
+            np.testing.assert_allclose(v, runs["cpu"][1][k], rtol=1e-4, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(runs["graphs"][0], runs["cpu"][0], rtol=1e-5)
+
+
 class EmulatorChecks(unittest.TestCase):
     """Planted defects (defects.cu): each must fail on the emulated device with the
     report that names it, and its correct twin must pass."""

@@ -81,21 +81,22 @@ func.func @shapes(%x: tensor<8x8xf32>, %b: tensor<8xf32>) -> (tensor<8x8xf32>, t
 
 // -----
 
-// The optimizer's updates that share their scalars and attributes are one
-// multi-tensor kernel; an update with another weight decay is left out of it.
+// The optimizer's updates that share their scalars are one multi-tensor kernel; an
+// update with another weight decay scalar is left out of it.
 // CHECK-LABEL: func.func @updates
-// CHECK: %[[K:.*]]:6 = ortc.fused "multi_tensor"(%arg0, %arg1, %arg2, %arg3, %arg9, %arg10, %arg11, %arg4, %arg5, %arg6, %arg7)
+// CHECK: %[[K:.*]]:6 = ortc.fused "multi_tensor"(%arg0, %arg1, %arg2, %arg3, %arg9, %arg10, %arg11, %arg16, %arg17, %arg18, %arg19, %arg4, %arg5, %arg6, %arg7)
 // CHECK-COUNT-2: ortc.adamw_update
 // CHECK: ortc.yield
-// CHECK: ortc.adamw_update %arg12, {{.*}}weight_decay = 0.000000e+00
+// CHECK: ortc.adamw_update %arg12, {{.*}}weight_decay %arg20
 func.func @updates(%p0: tensor<4xf32>, %g0: tensor<4xf32>, %m0: tensor<4xf32>, %v0: tensor<4xf32>,
                    %p1: tensor<2x3xf32>, %g1: tensor<2x3xf32>, %m1: tensor<2x3xf32>, %v1: tensor<2x3xf32>,
                    %x: tensor<f32>, %lr: tensor<f32>, %step: tensor<i64>, %ok: tensor<i1>,
-                   %p2: tensor<4xf32>, %g2: tensor<4xf32>, %m2: tensor<4xf32>, %v2: tensor<4xf32>)
+                   %p2: tensor<4xf32>, %g2: tensor<4xf32>, %m2: tensor<4xf32>, %v2: tensor<4xf32>,
+                   %b1: tensor<f32>, %b2: tensor<f32>, %eps: tensor<f32>, %wd: tensor<f32>, %wd0: tensor<f32>)
     -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xf32>) {
-  %a:3 = ortc.adamw_update %p0, %g0, %m0, %v0 lr %lr step %step apply %ok {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
-  %b:3 = ortc.adamw_update %p1, %g1, %m1, %v1 lr %lr step %step apply %ok {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
-  %c:3 = ortc.adamw_update %p2, %g2, %m2, %v2 lr %lr step %step apply %ok {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %a:3 = ortc.adamw_update %p0, %g0, %m0, %v0 lr %lr step %step apply %ok betas %b1, %b2 eps %eps weight_decay %wd : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %b:3 = ortc.adamw_update %p1, %g1, %m1, %v1 lr %lr step %step apply %ok betas %b1, %b2 eps %eps weight_decay %wd : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  %c:3 = ortc.adamw_update %p2, %g2, %m2, %v2 lr %lr step %step apply %ok betas %b1, %b2 eps %eps weight_decay %wd0 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<i1>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %a#0, %a#1, %a#2, %b#0, %b#1, %b#2, %c#0 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xf32>
 }
 

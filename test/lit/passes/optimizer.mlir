@@ -27,8 +27,10 @@ func.func @forward(%x: tensor<3xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.na
 
 // ADAMW-DAG: ortc.global @w.exp_avg : tensor<3xf32> {kind = "state"
 // ADAMW-DAG: ortc.global @w.exp_avg_sq : tensor<3xf32> {kind = "state"
+// AdamW's settings are run-time scalars whose defaults are the pass options.
+// ADAMW: %[[B1:[^:]*]]: tensor<f32> {ortc.default = 9.000000e-01 : f64, ortc.name = "beta1", ortc.role = "scalar"}, %[[B2:[^:]*]]: tensor<f32> {ortc.default = 0.99899999999999999 : f64, ortc.name = "beta2", ortc.role = "scalar"}, %[[EPS:[^:]*]]: tensor<f32> {ortc.default = 1.000000e-08 : f64, ortc.name = "eps", ortc.role = "scalar"}, %[[WD:[^:]*]]: tensor<f32> {ortc.default = 1.000000e-02 : f64, ortc.name = "weight_decay", ortc.role = "scalar"}
 // ADAMW: ortc.sqrt
 // ADAMW: ortc.min
-// ADAMW: ortc.adamw_update {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, ortc.stage = "optimizer", weight_decay = 1.000000e-02 : f64}
+// ADAMW: ortc.adamw_update {{.*}} betas %[[B1]], %[[B2]] eps %[[EPS]] weight_decay %[[WD]] {ortc.stage = "optimizer"}
 // PLAIN: ortc.sgd_update %{{.*}}, %{{.*}} lr
 // PLAIN-NOT: momentum_buffer

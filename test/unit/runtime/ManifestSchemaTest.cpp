@@ -33,6 +33,8 @@ const char *typeName(JsonType t) {
     return "string";
   case JsonType::Integer:
     return "integer";
+  case JsonType::Number:
+    return "number";
   case JsonType::Array:
     return "array";
   case JsonType::Object:
