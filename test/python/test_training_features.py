@@ -195,6 +195,79 @@ class GradAccumulation(unittest.TestCase):
             self.assertIn("has no accumulate_step; build it with ortc build --grad-accum", p.stderr)
 
 
+class GradAccumulationWithBatchNorm(unittest.TestCase):
+    """With BatchNorm, accumulation is not the large batch (each micro-batch is normalised by
+    its own statistics and moves the running ones): ortc matches PyTorch's own accumulation
+    loop (loss / N backward per micro-batch, one step), running statistics included."""
+    N, B, STEPS, LR = 2, 6, 3, 0.1
+
+    def torch_run(self, model, xs, ys, dtype):
+        import copy
+        import torch
+        import torch.nn.functional as F
+        model = copy.deepcopy(model).to(dtype).train()
+        opt = torch.optim.SGD(model.parameters(), lr=self.LR)
+        losses = []
+        for i in range(self.STEPS):
+            opt.zero_grad()
+            total = 0.0
+            for k in range(self.N):
+                x = torch.from_numpy(xs[i * self.N + k]).to(dtype)
+                loss = F.cross_entropy(model(x), torch.from_numpy(ys[i * self.N + k]))
+                (loss / self.N).backward()
+                total += loss.item() / self.N
+            opt.step()
+            losses.append(total)
+        return losses, {k: v.detach().double().numpy() for k, v in model.state_dict().items()
+                        if v.dtype.is_floating_point}
+
+    def test_matches_torch_accumulation(self):
+        import torch
+        from ortc_testlib import check_oracle
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.BatchNorm1d(24),
+                                    torch.nn.ReLU(), torch.nn.Linear(24, 5))
+        rs = np.random.RandomState(9)
+        k = self.N * self.STEPS
+        xs, ys = rs.randn(k, self.B, 16).astype(np.float32), rs.randint(0, 5, (k, self.B))
+        with TempDir() as d:
+            art, feed = os.path.join(d, "m.ortc"), os.path.join(d, "feed.npz")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(model, torch.from_numpy(xs[0]), os.path.join(d, "m.onnx"),
+                                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                                  do_constant_folding=False, input_names=["x"],
+                                  output_names=["logits"])
+            # The export ran the model once in training mode, moving its running statistics:
+            # PyTorch's runs start from what the ONNX file holds, as ortc does.
+            import onnx
+            from onnx import numpy_helper
+            stored = {t.name: numpy_helper.to_array(t) for t in onnx.load(os.path.join(d, "m.onnx")).graph.initializer}
+            with torch.no_grad():
+                for name, buf in model.named_buffers():
+                    if name in stored:
+                        buf.copy_(torch.from_numpy(stored[name]))
+            init = {n: v.detach().double().numpy() for n, v in model.state_dict().items()
+                    if v.dtype.is_floating_point}
+            losses64, final64 = self.torch_run(model, xs, ys, torch.float64)
+            losses32, final32 = self.torch_run(model, xs, ys, torch.float32)
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art, "--grad-accum"])
+            np.savez(feed, x=xs, labels=ys)
+            log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+            run([ORTC, "train", art, "--data", feed, "--steps", str(self.STEPS), "--lr", str(self.LR),
+                 "--grad-accum", str(self.N), "--log-json", log, "--save-params", params, "--quiet"])
+            trained = dict(np.load(params))
+            losses = [r["loss"] for r in read_log(log)]
+        self.assertIn("1.running_mean", trained)
+        upd = {n: trained[n].astype(np.float64) - init[n] for n in init if n in trained}
+        failures, worst = check_oracle(
+            losses, losses64, losses32, upd, {n: final64[n] - init[n] for n in upd},
+            {n: final32[n] - init[n] for n in upd}, "grad-accum with BatchNorm")
+        print("grad-accum with BatchNorm: worst loss err %.1e (torch f32 %.1e), update err %.1e "
+              "(torch f32 %.1e)" % (worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
+        self.assertFalse(failures, "\n".join(failures))
+
+
 class AdamWSettings(unittest.TestCase):
     """AdamW's betas, eps and weight decay are `ortc train` flags: training an artifact
     built with the defaults under the flags is, bit for bit, training one built with those
