@@ -358,6 +358,21 @@ class EmulatedTrainingRun(unittest.TestCase):
         np.testing.assert_allclose(runs["graphs"][0], runs["cpu"][0], rtol=1e-5)
 
 
+    def test_out_of_range_labels_are_named_on_the_gpu_target(self):
+        """Labels are checked against the manifest's index ranges before a GPU step runs, as
+        on the CPU: the run stops naming the input, element, value and range, and the step
+        changes nothing."""
+        with tl.TempDir() as d:
+            art = build(tl.sample_path("mlp"), os.path.join(d, "gpu.ortc"), "cuda", ["--dim", "batch=4"])
+            feed = os.path.join(d, "feed.npz")
+            np.savez(feed, x=np.zeros((4, 32), np.float32), labels=np.array([1, 2, 99, 4], np.int64))
+            p = run([tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1", "--quiet",
+                     "--save-params", os.path.join(d, "p.npz")], expect=1)
+            self.assertIn("train_step: input 'labels'[2] = 99 is out of range: node 'loss' takes class "
+                          "labels in [0, 10) or -100 (ignored)", p.stderr)
+            self.assertNotIn("not finite", p.stderr)
+
+
 class EmulatorChecks(unittest.TestCase):
     """Planted defects (defects.cu): each must fail on the emulated device with the
     report that names it, and its correct twin must pass."""
