@@ -757,6 +757,8 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     }
     if (!ranges.empty())
       fns[f.name]["index_inputs"] = std::move(ranges);
+    if (!f.finiteChecks.empty())
+      fns[f.name]["finite_checks"] = f.finiteChecks;
   }
   manifest["functions"] = fns;
   nlohmann::json files = nlohmann::json::object();

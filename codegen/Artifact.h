@@ -88,6 +88,9 @@ struct FunctionKernels {
   std::vector<Launch> launches;
   std::vector<std::string> inputs, outputs;
   std::vector<IndexInput> indexInputs;
+  /// What each element of the "finite_each" output checked: "loss", then parameters
+  /// (whose gradient), in order.
+  std::vector<std::string> finiteChecks;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
 };
 

@@ -887,6 +887,9 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (!resultTied(f, i))
       fk.outputs.push_back(resultName(f, i));
+  if (auto checks = f->getAttrOfType<ArrayAttr>("ortc.finite_checks"))
+    for (Attribute a : checks)
+      fk.finiteChecks.push_back(cast<StringAttr>(a).str());
   // Step inputs that ops use as indices, with the values they may hold.
   f.walk([&](IndexOperandOpInterface op) {
     SmallVector<IndexRange> ranges;

@@ -336,16 +336,18 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         return success();
       })
       .Case([&](AllFiniteOp f) {
-        body << "  bool ok = true;\n";
+        // each[i]: input i is all finite (which one was not names the culprit).
+        body << "  bool ok = true;\n  auto *each = " << typed(f.getEach(), true) << ";\n";
         if (std::optional<std::string> T = sameElementType(f.getInputs());
             T && argTable(tableRows(f.getInputs()), "chk"))
-          body << "  for (int i = 0; ok && i < " << f.getInputs().size() << "; ++i)\n"
-               << "    ok = ortc::kern::allFinite((const " << *T
-               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ");\n";
+          body << "  for (int i = 0; i < " << f.getInputs().size() << "; ++i) {\n"
+               << "    each[i] = ortc::kern::allFinite((const " << *T
+               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ");\n"
+               << "    ok = ok && each[i];\n  }\n";
         else
-          for (Value v : f.getInputs())
-            body << "  ok = ok && ortc::kern::allFinite(" << typed(v) << ", " << numElements(v)
-                 << ");\n";
+          for (auto [k, v] : llvm::enumerate(f.getInputs()))
+            body << "  each[" << k << "] = ortc::kern::allFinite(" << typed(v) << ", "
+                 << numElements(v) << ");\n  ok = ok && each[" << k << "];\n";
         body << "  *" << typed(res, true) << " = ok;\n";
         return success();
       })

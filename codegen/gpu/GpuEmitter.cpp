@@ -449,8 +449,11 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         return success();
       })
       .Case([&](AllFiniteOp f) {
+        // each[i]: input i is all finite (which one was not names the culprit).
         body << "  uint8_t *ok = " << typed(res, true) << ";\n";
+        body << "  uint8_t *each = " << typed(f.getEach(), true) << ";\n";
         body << "  " << L << "fill(ok, 1, (uint8_t)1, s);\n";
+        body << "  " << L << "fill(each, " << f.getInputs().size() << ", (uint8_t)1, s);\n";
         int64_t total = 0;
         for (Value v : f.getInputs())
           total += numElements(v);
@@ -458,11 +461,11 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
             T && argTable(tableRows(f.getInputs()), "chk"))
           body << "  for (int i = 0; i < " << f.getInputs().size() << "; ++i)\n"
                << "    " << L << "allFiniteAnd((const " << *T
-               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ", ok, s);\n";
+               << " *)ptrs[chkSlot[i][0]], " << tableCount("chk", 1) << ", ok, each + i, s);\n";
         else
-          for (Value v : f.getInputs())
+          for (auto [k, v] : llvm::enumerate(f.getInputs()))
             body << "  " << L << "allFiniteAnd(" << typed(v) << ", " << numElements(v)
-                 << ", ok, s);\n";
+                 << ", ok, each + " << k << ", s);\n";
         launchNote = "one grid-stride check per input (" + std::to_string(total) + " elements)";
         return success();
       })

@@ -661,12 +661,15 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         return success();
       })
       .Case([&](AllFiniteOp a) {
-        EvalTensor<T> out = make(a.getResult());
+        EvalTensor<T> out = make(a.getResult()), each = make(a.getEach());
         bool ok = true;
-        for (Value v : a.getInputs())
-          ok &= kern::allFinite(get(v).f.data(), get(v).numel());
+        for (auto [k, v] : llvm::enumerate(a.getInputs())) {
+          each.i[k] = kern::allFinite(get(v).f.data(), get(v).numel());
+          ok &= each.i[k] != 0;
+        }
         out.i[0] = ok;
         set(a.getResult(), std::move(out));
+        set(a.getEach(), std::move(each));
         return success();
       })
       .Case([&](SgdUpdateOp u) {

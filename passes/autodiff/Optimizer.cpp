@@ -176,9 +176,16 @@ void OptimizerPass::runOnOperation() {
   }
 
   SmallVector<Value> checked{loss};
-  for (auto &[name, g] : gradients)
+  SmallVector<Attribute> checkNames{b.getStringAttr("loss")};
+  for (auto &[name, g] : gradients) {
     checked.push_back(g);
-  Value finite = AllFiniteOp::create(b, loc, scalarI1, checked);
+    checkNames.push_back(b.getStringAttr(name));
+  }
+  auto allFinite = AllFiniteOp::create(
+      b, loc, scalarI1, RankedTensorType::get({int64_t(checked.size())}, b.getI1Type()), checked);
+  Value finite = allFinite.getResult();
+  // What each element of `finite_each` checked: the loss, then each parameter's gradient.
+  fn->setAttr("ortc.finite_checks", b.getArrayAttr(checkNames));
 
   if (clipGradNorm > 0) {
     Value sumSq;
@@ -199,7 +206,8 @@ void OptimizerPass::runOnOperation() {
   }
 
   SmallVector<StepResult> results{{loss, "loss", "loss", std::nullopt},
-                                  {finite, "finite", "output", std::nullopt}};
+                                  {finite, "finite", "output", std::nullopt},
+                                  {allFinite.getEach(), "finite_each", "output", std::nullopt}};
   SmallVector<StepResult> state;
   for (auto &[name, g] : gradients) {
     auto pIdx = findArgument(fn, name);

@@ -362,7 +362,6 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::work() {
-  pthread_setname_np(pthread_self(), "ortc-feed"); // not a compute thread (test_cpu_runtime)
   std::unique_lock<std::mutex> l(mu);
   for (;;) {
     cv.wait(l, [&] { return stopping || next <= wanted; });
@@ -384,7 +383,13 @@ bool Prefetcher::take(int64_t m, std::vector<std::string> &out, int64_t &batch,
   if (!started) {
     started = true;
     next = m;
+    // The reader is born named: a thread inherits its creator's name, so the creator wears
+    // "ortc-feed" while it spawns it (thread counts of compute threads leave it out).
+    char name[16] = {0};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    pthread_setname_np(pthread_self(), "ortc-feed");
     thread = std::thread(&Prefetcher::work, this);
+    pthread_setname_np(pthread_self(), name);
   }
   wanted = m + depth;
   cv.notify_all();

@@ -102,7 +102,8 @@ struct Rules {
                                                                 {"outputs", &nameList},
                                                                 {"arena_bytes", &count},
                                                                 {"arena_lower_bound", &count},
-                                                                {"index_inputs", &indexInputs}});
+                                                                {"index_inputs", &indexInputs},
+                                                                {"finite_checks", &nameList}});
   // Top level.
   Rule format = stringRule();
   Rule version = intRule({}, kFormatVersion);
@@ -433,6 +434,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     }
     f.inputs = strings(it.value()["inputs"]);
     f.outputs = strings(it.value()["outputs"]);
+    if (it.value().contains("finite_checks"))
+      f.finiteChecks = strings(it.value()["finite_checks"]);
     for (const auto &r : it.value().value("index_inputs", nlohmann::json::array())) {
       IndexInputDesc d;
       d.input = r["input"].get<std::string>();

@@ -106,6 +106,7 @@ struct FunctionDesc {
   std::vector<LaunchDesc> launches;
   std::vector<std::string> inputs, outputs;
   std::vector<IndexInputDesc> indexInputs;
+  std::vector<std::string> finiteChecks; ///< "finite_each"[i] checked this (loss, parameter)
 };
 
 struct Manifest {

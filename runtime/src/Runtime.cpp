@@ -722,6 +722,17 @@ ortc_status ortc_session_create(ortc_artifact *artifact, ortc_session **out) {
 
 void ortc_session_free(ortc_session *session) { delete session; }
 
+const char *ortc_function_finite_check(const ortc_session *s, const char *function,
+                                       int64_t index) {
+  if (!s || !function)
+    return nullptr;
+  auto it = s->m().functions.find(function);
+  if (it == s->m().functions.end() || index < 0 ||
+      size_t(index) >= it->second.finiteChecks.size())
+    return nullptr;
+  return it->second.finiteChecks[size_t(index)].c_str();
+}
+
 int ortc_tensor_default(const ortc_session *s, int64_t index, double *value) {
   if (!s || index < 0 || size_t(index) >= s->m().tensors.size())
     return 0;

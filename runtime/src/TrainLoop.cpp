@@ -327,7 +327,22 @@ private:
     }
     if (!std::isfinite(loss))
       return "the loss is " + fmt(loss) + " (every input of the step is finite)";
-    return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
+    // The device's per-gradient flags (finite_each) say which.
+    TensorRef each = tensor("finite_each");
+    std::vector<std::string> bad;
+    if (each.role == "output" && each.dtype == "bool") {
+      std::vector<char> flags(each.bytes);
+      ortc_read_output(session.get(), "finite_each", flags.data(), flags.size());
+      for (size_t k = 0; k < flags.size(); ++k)
+        if (!flags[k])
+          if (const char *what = ortc_function_finite_check(session.get(), "train_step", int64_t(k)))
+            bad.push_back(what);
+    }
+    if (bad.empty() || bad[0] == "loss")
+      return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
+    return "the gradient of '" + bad[0] + "'" +
+           (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more)" : "") +
+           " (the loss is " + fmt(loss) + " and every input of the step finite)";
   }
 
   /// Binds one batch of every fed input, plus lr and seed.

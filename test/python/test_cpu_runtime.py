@@ -251,6 +251,33 @@ class IndexRanges(unittest.TestCase):
 
 
 class NonFinite(unittest.TestCase):
+    def test_names_the_gradient_that_is_not_finite(self):
+        """Finite inputs and loss, one gradient NaN (sqrt(y * y) at y = 0: inf * 0): the run
+        stops naming that parameter's gradient, the device's per-gradient flags say which."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        with TempDir() as d:
+            w = np.random.RandomState(0).randn(6, 3).astype(np.float32)
+            w[:, 1] = 0  # y[:, 1] = 0 for every row: d sqrt(y * y) / dy is inf * 0 there
+            b = np.ones(3, np.float32)
+            g = helper.make_graph(
+                [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Mul", ["y", "y"], ["z"]),
+                 helper.make_node("Sqrt", ["z"], ["r"]), helper.make_node("Add", ["r", "b"], ["logits"])],
+                "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 3])],
+                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                      os.path.join(d, "m.onnx"))
+            art, feed = os.path.join(d, "m.ortc"), os.path.join(d, "feed.npz")
+            run([ORTC, "build", os.path.join(d, "m.onnx"), "-o", art])
+            np.savez(feed, x=np.random.RandomState(1).randn(4, 6).astype(np.float32),
+                     labels=np.array([0, 1, 2, 0]))
+            p = subprocess.run([ORTC_RUN, "train", art, "--data", feed, "--steps", "1"],
+                               capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("step 1: not finite: the gradient of 'w' (the loss is", p.stderr)
+            self.assertIn("every input of the step finite); parameters left unchanged", p.stderr)
+
     def test_skip_and_stop(self):
         """A batch holding a NaN: `--on-nonfinite skip` logs that step as not finite and goes
         on, and the run ends bit-identical to one that never saw the batch (parameters, AdamW

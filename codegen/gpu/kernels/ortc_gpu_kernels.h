@@ -1279,13 +1279,17 @@ void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, const L *
 }
 
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) allFiniteKernel(const T *x, int64_t n, uint8_t *ok) {
-  ORTC_FOR(i, n) if (!isFinite(x[i])) *ok = 0;
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) allFiniteKernel(const T *x, int64_t n, uint8_t *ok, uint8_t *input) {
+  ORTC_FOR(i, n) if (!isFinite(x[i])) {
+    *ok = 0;
+    *input = 0;
+  }
 }
-/// Clears *ok where an element is not finite (the caller sets *ok = 1 first).
-template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, ortcStream_t s) {
+/// Clears *ok and *input (this input's flag) where an element is not finite (the
+/// caller sets both to 1 first).
+template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, uint8_t *input, ortcStream_t s) {
   if (n > 0)
-    allFiniteKernel<<<gridFor(n), kBlock, 0, s>>>(x, n, ok);
+    allFiniteKernel<<<gridFor(n), kBlock, 0, s>>>(x, n, ok, input);
 }
 
 //===----------------------------------------------------------------------===//

@@ -44,6 +44,12 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value>
   return success();
 }
 
+LogicalResult AllFiniteOp::verify() {
+  if (cast<RankedTensorType>(getEach().getType()).getDimSize(0) != int64_t(getInputs().size()))
+    return emitOpError("`each` needs one element per input");
+  return success();
+}
+
 LogicalResult SgdUpdateOp::verify() {
   bool hasBuffer = static_cast<bool>(getMomentumBuffer());
   if (hasBuffer != (getMomentum().convertToDouble() != 0.0))

@@ -32,9 +32,14 @@ def Ortc_SoftmaxCrossEntropyGradOp : Ortc_Op<"softmax_cross_entropy_grad", [Pure
 
 def Ortc_AllFiniteOp : Ortc_Op<"all_finite", [Pure]> {
   let summary = "True iff every element of every input is finite";
+  let description = [{
+    `each[i]` says whether input i is all finite, so that a step that is not can name
+    the culprit (the loss, or which gradient).
+  }];
   let arguments = (ins Variadic<Ortc_FloatTensor>:$inputs);
-  let results = (outs 0DTensorOf<[I1]>:$result);
-  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let results = (outs 0DTensorOf<[I1]>:$result, 1DTensorOf<[I1]>:$each);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result) `,` type($each)";
+  let hasVerifier = 1;
 }
 
 def Ortc_SgdUpdateOp : Ortc_Op<"sgd_update", [Pure,

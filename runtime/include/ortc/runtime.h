@@ -128,6 +128,11 @@ int64_t ortc_function_output_count(const ortc_session *session, const char *func
 /// Name of output `index` of `function`, or NULL.
 const char *ortc_function_output(const ortc_session *session, const char *function, int64_t index);
 
+/// What element `index` of `function`'s "finite_each" output checked: "loss", or the
+/// parameter whose gradient it checked; NULL if none (out of range, older artifacts).
+const char *ortc_function_finite_check(const ortc_session *session, const char *function,
+                                       int64_t index);
+
 /// Copies `bytes` bytes into the tensor `name`, which must have role "input" or
 /// "scalar"; `bytes` must equal its size.
 ortc_status ortc_bind_input(ortc_session *session, const char *name, const void *data,

@@ -69,8 +69,9 @@ struct TrainOptions {
   /// Progress style: 1 = terminal line on `progress`, 0 = plain lines on `out`,
   /// -1 = decide by isatty(stderr).
   int terminal = -1;
-  /// Message prefix of the printing overload of runTrainLoop.
-  std::string program = "ortc train";
+  /// Message prefix of the printing overload of runTrainLoop ("ortc: error: ...", as
+  /// every error of the ortc command starts).
+  std::string program = "ortc";
 };
 
 /// What happened; filled as far as the loop got.

@@ -188,14 +188,14 @@ func.func @training(%logits: tensor<8x5xf32>, %labels: tensor<8xi64>, %lr: tenso
   %dl = ortc.softmax_cross_entropy_grad %logits, %labels, %loss {ignore_index = -100 : i64, reduction = "sum"} : (tensor<8x5xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x5xf32>
   // CHECK: %[[P:[^ ,:]+]] = ortc.weight @p : tensor<4x3xf32>
   // CHECK: %[[M:[^ ,:]+]] = ortc.weight @m : tensor<4x3xf32>
-  // CHECK: %[[OK:[^ ,:]+]] = ortc.all_finite %[[L]], %[[P]] : tensor<8x5xf32>, tensor<4x3xf32> -> tensor<i1>
+  // CHECK: %[[OK:[^ ,:]+]], %{{[^ ,:]+}} = ortc.all_finite %[[L]], %[[P]] : tensor<8x5xf32>, tensor<4x3xf32> -> tensor<i1>, tensor<2xi1>
   // CHECK: %[[P1:[^ ,:]+]] = ortc.sgd_update %[[P]], %[[M]] lr %[[LR]] step %[[STEP]] apply %[[OK]] {dampening = 0.000000e+00 : f64, momentum = 0.000000e+00 : f64, nesterov = false, weight_decay = 0.000000e+00 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> tensor<4x3xf32>
   // CHECK: %[[P2:[^ ,:]+]]:2 = ortc.sgd_update %[[P]], %[[M]], %[[M]] lr %[[LR]] step %[[STEP]] apply %[[OK]] {dampening = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 1.000000e-04 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   // CHECK: %[[NP:[^ ,:]+]], %{{[^ ,]+}}, %[[NV:[^ ,:]+]] = ortc.adamw_update %[[P]], %[[M]], %[[M]], %[[M]] lr %[[LR]] step %[[STEP]] apply %[[OK]] betas %[[LR]], %[[LR]] eps %[[LR]] weight_decay %[[LR]] : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
   // CHECK: return %[[LOSS2]], %[[P1]], %[[P2]]#1, %[[NV]] :
   %p = ortc.weight @p : tensor<4x3xf32>
   %m = ortc.weight @m : tensor<4x3xf32>
-  %ok = ortc.all_finite %logits, %p : tensor<8x5xf32>, tensor<4x3xf32> -> tensor<i1>
+  %ok, %each = ortc.all_finite %logits, %p : tensor<8x5xf32>, tensor<4x3xf32> -> tensor<i1>, tensor<2xi1>
   %p1 = ortc.sgd_update %p, %m lr %lr step %step apply %ok {momentum = 0.0 : f64, dampening = 0.0 : f64, nesterov = false, weight_decay = 0.0 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> tensor<4x3xf32>
   %p2:2 = ortc.sgd_update %p, %m, %m lr %lr step %step apply %ok {momentum = 0.9 : f64, dampening = 0.1 : f64, nesterov = true, weight_decay = 1.0e-4 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %np, %nm, %nv = ortc.adamw_update %p, %m, %m, %m lr %lr step %step apply %ok betas %lr, %lr eps %lr weight_decay %lr : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i64>, tensor<i1>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)

@@ -18,10 +18,12 @@ func.func @forward(%x: tensor<3xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.na
 // SGD-SAME: %[[LR:[a-z0-9]+]]: tensor<f32> {ortc.name = "lr", ortc.role = "scalar"}
 // SGD-SAME: {ortc.name = "step", ortc.role = "state"}
 // SGD-SAME: tensor<i1> {ortc.name = "finite", ortc.role = "output"}
+// SGD-SAME: tensor<2xi1> {ortc.name = "finite_each", ortc.role = "output"}
 // SGD-SAME: {ortc.name = "w", ortc.role = "parameter", ortc.tied =
 // SGD-SAME: {ortc.name = "w.momentum_buffer", ortc.role = "state", ortc.tied =
 // SGD-SAME: {ortc.name = "step", ortc.role = "state", ortc.tied =
-// SGD: %[[OK:.*]] = ortc.all_finite
+// SGD-SAME: ortc.finite_checks = ["loss", "w"]
+// SGD: %[[OK:.*]], %{{.*}} = ortc.all_finite
 // SGD: ortc.sgd_update {{.*}} lr %[[LR]] step %{{.*}} apply %[[OK]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = false, ortc.stage = "optimizer", weight_decay = 1.000000e-02 : f64}
 // SGD: ortc.select %[[OK]]
 
