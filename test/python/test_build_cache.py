@@ -123,8 +123,15 @@ class BuildCache(unittest.TestCase):
             self.assertTrue(warm["compile"]["artifact_cached"])
             self.assertTrue(same_tree(cold_dir, warm_dir))
 
-            # Another weight decay changes the AdamW kernels only: their units recompile.
-            _, part = build(work, "part", cache, extra=["--weight-decay", "0.05"])
+            # AdamW's weight decay is a run-time scalar: another default is no new kernel.
+            decay_dir, decay = build(work, "decay", cache, extra=["--weight-decay", "0.05"])
+            self.assertTrue(decay["compile"]["artifact_cached"])
+            with open(os.path.join(decay_dir, "manifest.json")) as f:
+                defaults = {t["name"]: t.get("default") for t in json.load(f)["tensors"]}
+            self.assertEqual(defaults["weight_decay"], 0.05)
+
+            # Label smoothing changes the loss kernels only: their units recompile.
+            _, part = build(work, "part", cache, extra=["--label-smoothing", "0.1"])
             hits = part["compile"]["unit_cache_hits"]
             self.assertFalse(part["compile"]["artifact_cached"])
             self.assertGreater(hits, 0)
