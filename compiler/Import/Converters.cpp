@@ -748,6 +748,9 @@ LogicalResult convSplit(NodeCtx &nc) {
   if (!split) {
     // Equal parts; opset 18's num_outputs allows a smaller last part.
     int64_t parts = nc.attrInt("num_outputs", nOut);
+    if (parts != nOut || parts < 1)
+      return nc.fail("num_outputs " + std::to_string(parts) + " must be at least 1 and equal " +
+                     "the node's " + std::to_string(nOut) + " outputs");
     int64_t chunk = (in[axis] + parts - 1) / parts;
     split.emplace();
     for (int64_t i = 0, left = in[axis]; i < parts; ++i, left -= chunk)
@@ -1050,6 +1053,8 @@ LogicalResult convMatMul(NodeCtx &nc) {
   if (sa.back() != sb[sb.size() - 2])
     return nc.fail("contraction sizes differ: " + std::to_string(sa.back()) + " vs " +
                    std::to_string(sb[sb.size() - 2]));
+  if (sa.back() == 0)
+    return nc.fail("MatMul over an empty contraction (K = 0) is not supported");
   Shape batchA(sa.begin(), sa.end() - 2), batchB(sb.begin(), sb.end() - 2);
   auto batch = broadcastShapes(batchA, batchB);
   if (failed(batch))
@@ -1120,6 +1125,14 @@ LogicalResult windowOf(NodeCtx &nc, const Shape &in, const Shape &kernel, Window
   if ((int64_t)w.strides.size() != ns || (int64_t)w.dilations.size() != ns ||
       (int64_t)w.pads.size() != 2 * ns)
     return nc.fail("strides/dilations/pads do not match the kernel rank");
+  for (int64_t i = 0; i < ns; ++i)
+    if (w.strides[i] < 1 || w.strides[i] > kMaxDim || w.dilations[i] < 1 ||
+        w.dilations[i] > kMaxDim || kernel[i] < 1 || kernel[i] > kMaxDim)
+      return nc.fail("strides, dilations and kernel sizes must lie in [1, " +
+                     std::to_string(kMaxDim) + "]");
+  for (int64_t p : w.pads)
+    if (p < 0 || p > kMaxDim)
+      return nc.fail("pads must lie in [0, " + std::to_string(kMaxDim) + "]");
   std::string autoPad = nc.attrString("auto_pad", "NOTSET");
   if (autoPad == "VALID") {
     w.pads.assign(2 * ns, 0);
