@@ -90,6 +90,11 @@ private:
   }
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
+  void fusedSumsKernel(FusedOp op, const PointwiseNest &nest, ArrayRef<int64_t> dense,
+                       const std::string &stmts, ArrayRef<std::string> ys);
+  void printKernelHead(FusedOp op, const std::string &fnName);
+  void printCoordinates(const PointwiseNest &nest, ArrayRef<int64_t> dense);
+  std::string launchArguments(FusedOp op);
   /// multiTensorUpdate, and the launch note (device kernels of up to 24 tensors).
   void multiTensorUpdateWithNote(FusedOp op);
   std::string runtimeScalar(Value v) override { return typed(v); }
@@ -181,6 +186,41 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   SmallVector<std::string> ys = pointwiseStatements(op, read, "    ", stmts, numOps);
   elementIndex.clear();
 
+  if (nest.sums) {
+    fusedSumsKernel(op, nest, dense, stmts.str(), ys);
+    return;
+  }
+  printKernelHead(op, fnName);
+  device << "int64_t n) {\n"
+         << "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+            " i += (int64_t)gridDim.x * blockDim.x) {\n";
+  printCoordinates(nest, dense);
+  device << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    device << "    out" << k << "[i] = " << y << ";\n";
+  device << "  }\n}\n";
+  body << "  " << fnName << "<<<" << std::max<int64_t>(1, (n + kBlock - 1) / kBlock) << ", "
+       << kBlock << ", 0, s>>>" << launchArguments(op) << n << ");\n";
+  launchNote = gridShape(n, "fused pointwise kernel, one element per thread");
+}
+
+/// The coordinates c<d> of element i along the iteration dims that a broadcast
+/// input's index reads.
+void GpuPrinter::printCoordinates(const PointwiseNest &nest, ArrayRef<int64_t> dense) {
+  for (size_t d = 0; d < nest.dims.size(); ++d) {
+    bool used = llvm::any_of(nest.strides, [&](auto &st) {
+      return st[d] != 0 && ArrayRef<int64_t>(st) != dense;
+    });
+    if (used)
+      device << "    const int64_t c" << d << " = i"
+             << (dense[d] > 1 ? " / " + std::to_string(dense[d]) : std::string())
+             << (d ? " % " + std::to_string(nest.dims[d]) : std::string()) << ";\n";
+  }
+}
+
+/// "__global__ void NAME(uint64_t key0, ..., const T *in0, ..., T *out0, ..., " of a
+/// fused kernel.
+void GpuPrinter::printKernelHead(FusedOp op, const std::string &fnName) {
   device << "__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fnName << "(";
   for (auto &[name, expr] : kernelKeys)
     device << "uint64_t " << name << ", ";
@@ -188,51 +228,10 @@ void GpuPrinter::fusedKernel(FusedOp op) {
     device << "const " << elemType(v) << " *in" << k << ", ";
   for (auto [k, r] : llvm::enumerate(op.getResults()))
     device << elemType(r) << " *out" << k << ", ";
-  // With sums: one thread per column walks the rows in order (a double accumulator
-  // per sum); else one thread per element.
-  int64_t cols = nest.sums ? nest.dims.back() : n, rows = n / cols;
-  if (nest.sums)
-    device << "int64_t n) {\n"
-           << "  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < " << cols
-           << "; j += (int64_t)gridDim.x * blockDim.x) {\n"
-           << [&] {
-                std::string sums;
-                for (size_t k = 0; k < ys.size(); ++k)
-                  if (isSum(op, k))
-                    sums += "    double sum" + std::to_string(k) + " = 0;\n";
-                return sums;
-              }()
-           << "    for (int64_t o = 0; o < " << rows << "; ++o) {\n"
-           << "    const int64_t i = o * " << cols << " + j;\n";
-  else
-    device << "int64_t n) {\n"
-           << "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-              " i += (int64_t)gridDim.x * blockDim.x) {\n";
-  for (size_t d = 0; d < rank; ++d) {
-    bool used = llvm::any_of(nest.strides, [&](auto &st) {
-      return st[d] != 0 && ArrayRef<int64_t>(st) != ArrayRef<int64_t>(dense);
-    });
-    if (used)
-      device << "    const int64_t c" << d << " = i"
-             << (dense[d] > 1 ? " / " + std::to_string(dense[d]) : std::string())
-             << (d ? " % " + std::to_string(nest.dims[d]) : std::string()) << ";\n";
-  }
-  device << stmts.str();
-  for (auto [k, y] : llvm::enumerate(ys))
-    if (isSum(op, k))
-      device << "    sum" << k << " += static_cast<double>(" << y << ");\n";
-    else
-      device << "    out" << k << "[i] = " << y << ";\n";
-  device << "  }\n";
-  if (nest.sums) {
-    for (size_t k = 0; k < ys.size(); ++k)
-      if (isSum(op, k))
-        device << "    out" << k << "[j] = static_cast<" << elemType(op.getResult(k)) << ">(sum"
-               << k << ");\n";
-    device << "  }\n";
-  }
-  device << "}\n";
+}
 
+/// "(keys..., inputs..., results..., " of a fused kernel's launch.
+std::string GpuPrinter::launchArguments(FusedOp op) {
   std::string call = "(";
   for (auto &[name, expr] : kernelKeys)
     call += expr + ", ";
@@ -240,12 +239,108 @@ void GpuPrinter::fusedKernel(FusedOp op) {
     call += typed(v) + ", ";
   for (Value r : op.getResults())
     call += typed(r, true) + ", ";
-  int64_t blocks = std::max<int64_t>(1, (cols + kBlock - 1) / kBlock);
-  body << "  " << fnName << "<<<" << blocks << ", " << kBlock << ", 0, s>>>" << call << n
-       << ");\n";
-  launchNote = nest.sums ? gridShape(cols, "fused pointwise kernel with sums over " +
-                                               std::to_string(rows) + " rows, one column per thread")
-                         : gridShape(n, "fused pointwise kernel, one element per thread");
+  return call;
+}
+
+/// A pointwise kernel that also sums some of its values over the leading dims
+/// (bias gradients). A block covers 32 columns (a warp's width of consecutive
+/// elements, so loads coalesce) and kSumGroups row groups; the rows are split into
+/// R chunks along the grid's y. Each thread walks its rows in order into a double
+/// accumulator, the block adds its row groups in order, and with R > 1 a second
+/// kernel adds the chunks' partial sums (a __device__ array of the kernel) in
+/// order: the same sums in the same order on every run, and enough blocks to fill
+/// the GPU where one thread per column walked every row (a 768-column bias
+/// gradient over 8192 rows ran on 3 blocks).
+void GpuPrinter::fusedSumsKernel(FusedOp op, const PointwiseNest &nest, ArrayRef<int64_t> dense,
+                                 const std::string &stmts, ArrayRef<std::string> ys) {
+  constexpr int64_t kCols = 32, kSumGroups = kBlock / kCols, kWantBlocks = 1024, kMinChunk = 64;
+  std::string fnName = kernelName + "_pw";
+  int64_t n = nest.numElements(), cols = nest.dims.back(), rows = n / cols;
+  int64_t colTiles = (cols + kCols - 1) / kCols;
+  int64_t chunks = std::max<int64_t>(
+      1, std::min((rows + kMinChunk - 1) / kMinChunk, (kWantBlocks + colTiles - 1) / colTiles));
+  int64_t chunk = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
+  chunks = std::max<int64_t>(1, (rows + chunk - 1) / chunk);
+  SmallVector<unsigned> sums;
+  for (size_t k = 0; k < ys.size(); ++k)
+    if (isSum(op, k))
+      sums.push_back(k);
+  std::string part = fnName + "_part";
+  std::string nSums = std::to_string(sums.size());
+  std::string C = std::to_string(cols);
+  if (chunks > 1)
+    device << "__device__ double " << part << "[" << nSums << "][" << chunks * cols << "];\n";
+  printKernelHead(op, fnName);
+  device << "int64_t n) {\n"
+         << "  __shared__ double red[" << nSums << "][" << kSumGroups << "][" << kCols << "];\n"
+         << "  const int lane = threadIdx.x % " << kCols << ", g = threadIdx.x / " << kCols
+         << ";\n"
+         << "  const int64_t j = (int64_t)blockIdx.x * " << kCols << " + lane;\n"
+         << "  const int64_t end = ((int64_t)blockIdx.y + 1) * " << chunk << " < " << rows
+         << " ? ((int64_t)blockIdx.y + 1) * " << chunk << " : " << rows << ";\n";
+  for (unsigned k : sums)
+    device << "  double sum" << k << " = 0;\n";
+  device << "  if (j < " << C << ")\n"
+         << "  for (int64_t o = (int64_t)blockIdx.y * " << chunk << " + g; o < end; o += "
+         << kSumGroups << ") {\n"
+         << "    const int64_t i = o * " << C << " + j;\n";
+  printCoordinates(nest, dense);
+  device << stmts;
+  for (auto [k, y] : llvm::enumerate(ys))
+    if (isSum(op, k))
+      device << "    sum" << k << " += static_cast<double>(" << y << ");\n";
+    else
+      device << "    out" << k << "[i] = " << y << ";\n";
+  device << "  }\n";
+  for (auto [s, k] : llvm::enumerate(sums))
+    device << "  red[" << s << "][g][lane] = sum" << k << ";\n";
+  device << "  __syncthreads();\n"
+         << "  if (g != 0 || j >= " << C << ")\n    return;\n";
+  for (auto [s, k] : llvm::enumerate(sums)) {
+    device << "  double t" << k << " = 0;\n  for (int q = 0; q < " << kSumGroups
+           << "; ++q)\n    t" << k << " += red[" << s << "][q][lane];\n";
+    if (chunks > 1)
+      device << "  " << part << "[" << s << "][(int64_t)blockIdx.y * " << C << " + j] = t" << k
+             << ";\n";
+    else
+      device << "  out" << k << "[j] = static_cast<" << elemType(op.getResult(k)) << ">(t" << k
+             << ");\n";
+  }
+  device << "}\n";
+  std::string launch = "  " + fnName + "<<<dim3(" + std::to_string(colTiles) + ", " +
+                       std::to_string(chunks) + "), " + std::to_string(kBlock) + ", 0, s>>>" +
+                       launchArguments(op) + std::to_string(n) + ");\n";
+  body << launch;
+  launchNote = std::to_string(colTiles) + " x " + std::to_string(chunks) + " blocks x " +
+               std::to_string(kBlock) + " threads (fused pointwise kernel with sums over " +
+               std::to_string(rows) + " rows: " + std::to_string(kCols) + " columns by " +
+               std::to_string(kSumGroups) + " row groups per block, " + std::to_string(chunk) +
+               " rows per block";
+  if (chunks == 1) {
+    launchNote += ")";
+    return;
+  }
+  // The chunks' partial sums of each column, added in chunk order.
+  std::string fin = kernelName + "_sum";
+  device << "__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fin << "(";
+  for (auto [s, k] : llvm::enumerate(sums))
+    device << (s ? ", " : "") << elemType(op.getResult(k)) << " *out" << k;
+  device << ") {\n"
+         << "  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < " << C
+         << "; j += (int64_t)gridDim.x * blockDim.x) {\n";
+  for (auto [s, k] : llvm::enumerate(sums))
+    device << "    double t" << k << " = 0;\n    for (int64_t c = 0; c < " << chunks
+           << "; ++c)\n      t" << k << " += " << part << "[" << s << "][c * " << C
+           << " + j];\n    out" << k << "[j] = static_cast<" << elemType(op.getResult(k))
+           << ">(t" << k << ");\n";
+  device << "  }\n}\n";
+  body << "  " << fin << "<<<" << (cols + kBlock - 1) / kBlock << ", "
+       << kBlock << ", 0, s>>>(";
+  for (auto [s, k] : llvm::enumerate(sums))
+    body << (s ? ", " : "") << typed(op.getResult(k), true);
+  body << ");\n";
+  launchNote += "; then one thread per column adds the " + std::to_string(chunks) +
+                " chunks' partial sums in order)";
 }
 
 /// Every update of a multi-tensor kernel through the library's *Multi function:

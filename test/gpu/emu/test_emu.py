@@ -171,7 +171,7 @@ def index_ops_case(target):
 
 def random_ops_case(target):
     """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head) and the
-    gpt2 sample with its dropout on, one kernel per op: PyTorch draws other masks, so these
+    gpt2 sample with its dropout on, one kernel per op and fused: PyTorch draws other masks, so these
     are judged against the CPU target, whose counter-based masks the GPU library reproduces
     bit for bit (losses and updates within 1e-5 relative). Returns (failures, coverage)."""
     import test_random_ops as ro
@@ -185,9 +185,16 @@ def random_ops_case(target):
         gpt_feed = os.path.join(d, "gpt.npz")
         np.savez(gpt_feed, input_ids=rng.integers(0, 50, (4, 16)).astype(np.int64),
                  labels=rng.integers(0, 50, (4, 16)).astype(np.int64))
+        # Fused, at a batch whose bias gradients sum 256 rows: the GPU kernels split
+        # the rows into chunks and add the chunks' partial sums in a second kernel.
+        gpt16_feed = os.path.join(d, "gpt16.npz")
+        np.savez(gpt16_feed, input_ids=rng.integers(0, 50, (16, 16)).astype(np.int64),
+                 labels=rng.integers(0, 50, (16, 16)).astype(np.int64))
         for tag, model, feed, flags in (("drop", drop, os.path.join(d, "drop.npz"), []),
                                         ("gpt", tl.sample_path("gpt2"), gpt_feed,
-                                         ["--dim", "batch=4", "--fusion", "none"])):
+                                         ["--dim", "batch=4", "--fusion", "none"]),
+                                        ("gpt-fused", tl.sample_path("gpt2"), gpt16_feed,
+                                         ["--dim", "batch=16"])):
             common = ["--optimizer", "sgd", "--momentum", "0.9"] + flags
             cpu = build(model, os.path.join(d, tag + "-cpu.ortc"), "cpu", common)
             gpu = build(model, os.path.join(d, tag + "-gpu.ortc"), target, common)
