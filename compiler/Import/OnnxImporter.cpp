@@ -49,6 +49,8 @@ bool HostTensor::isFloat() const {
 }
 
 int64_t toInt64(double v) {
+  if (std::isnan(v)) // out of range of every use (a dim, an axis, an index)
+    return INT64_MIN;
   if (v >= 9.2e18)
     return INT64_MAX;
   if (v <= -9.2e18)
