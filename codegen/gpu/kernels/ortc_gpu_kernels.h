@@ -360,13 +360,68 @@ inline void collapseDims(Dims &stride, Dims &dims) {
   dims = d;
 }
 
-/// One strided copy (scatter when `scatter`): collapsed dims, and 32-bit index
-/// arithmetic when every index fits (64-bit division is several times slower on GPUs).
+/// A strided copy whose output rows are not rows of the source (a transpose that moves
+/// the source's contiguous dim b away from the output's last dim a): 32 x 32 tiles
+/// through shared memory, read along b and written along a, so both sides coalesce.
+/// Tiles of every index of the other dims ("batches") are strided over the grid.
+constexpr int kTransposeTile = 32;
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) transposeTileKernel(const T *in, int64_t base, Dims stride, Dims dims, T *out, Dims outStride, int a, int b, int64_t tilesA, int64_t tilesB, int64_t tiles) {
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+  const int tx = threadIdx.x % kTransposeTile, ty = threadIdx.x / kTransposeTile;
+  const int rows = blockDim.x / kTransposeTile;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t ta = t % tilesA, tb = (t / tilesA) % tilesB;
+    int64_t rest = t / (tilesA * tilesB), inOff = base, outOff = 0;
+    for (int d = dims.rank - 1; d >= 0; --d) {
+      if (d == a || d == b)
+        continue;
+      const int64_t c = rest % dims.d[d];
+      rest /= dims.d[d];
+      inOff += c * stride.d[d];
+      outOff += c * outStride.d[d];
+    }
+    for (int k = ty; k < kTransposeTile; k += rows) {
+      const int64_t ia = ta * kTransposeTile + k, ib = tb * kTransposeTile + tx;
+      if (ia < dims.d[a] && ib < dims.d[b])
+        tile[k][tx] = in[inOff + ia * stride.d[a] + ib * stride.d[b]];
+    }
+    ORTC_BARRIER();
+    for (int k = ty; k < kTransposeTile; k += rows) {
+      const int64_t ib = tb * kTransposeTile + k, ia = ta * kTransposeTile + tx;
+      if (ia < dims.d[a] && ib < dims.d[b])
+        out[outOff + ib * outStride.d[b] + ia] = tile[tx][k];
+    }
+    ORTC_BARRIER();
+  }
+}
+
+/// One strided copy (scatter when `scatter`): collapsed dims; a tiled transpose when
+/// the source's contiguous dim is not the output's last; else one element per thread
+/// with 32-bit index arithmetic when every index fits (64-bit division is several
+/// times slower on GPUs).
 template <typename T>
 void stridedLaunch(bool scatter, const T *in, int64_t base, Dims stride, Dims dims, T *out, int64_t n, ortcStream_t s) {
   if (n <= 0)
     return;
   collapseDims(stride, dims);
+  const int a = dims.rank - 1;
+  int b = -1;
+  for (int d = 0; d < a; ++d)
+    if (stride.d[d] == 1)
+      b = d;
+  if (!scatter && b >= 0 && stride.d[a] != 1 && dims.d[a] >= 8 && dims.d[b] >= 8) {
+    Dims outStride{};
+    outStride.rank = dims.rank;
+    for (int d = a; d >= 0; --d)
+      outStride.d[d] = d == a ? 1 : outStride.d[d + 1] * dims.d[d + 1];
+    const int64_t tilesA = (dims.d[a] + kTransposeTile - 1) / kTransposeTile;
+    const int64_t tilesB = (dims.d[b] + kTransposeTile - 1) / kTransposeTile;
+    const int64_t tiles = tilesA * tilesB * (n / (dims.d[a] * dims.d[b]));
+    transposeTileKernel<T><<<gridFor(tiles, 1), kBlock, 0, s>>>(in, base, stride, dims, out, outStride, a, b,
+                                                               tilesA, tilesB, tiles);
+    return;
+  }
   int64_t last = base;
   for (int d = 0; d < dims.rank; ++d)
     last += (dims.d[d] - 1) * (stride.d[d] < 0 ? -stride.d[d] : stride.d[d]);

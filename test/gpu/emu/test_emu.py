@@ -169,6 +169,23 @@ def index_ops_case(target):
     return [], coverage[0]
 
 
+def transpose_model(path):
+    """loss = sum(transpose(transpose(x, 0231) * w, 3102)^2), w trained."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.random.default_rng(1).standard_normal((3, 5, 41, 37)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Mul", ["t", "w"], ["y"]),
+             helper.make_node("Transpose", ["y"], ["z"], perm=[3, 1, 0, 2]),
+             helper.make_node("Mul", ["z", "z"], ["zz"]),
+             helper.make_node("ReduceSum", ["zz"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(nodes, "transpose",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 37, 5, 41])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 def random_ops_case(target):
     """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head) and the
     gpt2 sample with its dropout on, one kernel per op and fused: PyTorch draws other masks, so these
@@ -190,7 +207,14 @@ def random_ops_case(target):
         gpt16_feed = os.path.join(d, "gpt16.npz")
         np.savez(gpt16_feed, input_ids=rng.integers(0, 50, (16, 16)).astype(np.int64),
                  labels=rng.integers(0, 50, (16, 16)).astype(np.int64))
-        for tag, model, feed, flags in (("drop", drop, os.path.join(d, "drop.npz"), []),
+        # Transposes whose source's contiguous dim moves (tiled through shared memory on
+        # the GPU), at sizes that are not multiples of the 32 x 32 tiles, and their gradients.
+        tr = os.path.join(d, "transpose.onnx")
+        transpose_model(tr)
+        np.savez(os.path.join(d, "tr.npz"), x=rng.standard_normal((3, 37, 5, 41)).astype(np.float32))
+        for tag, model, feed, flags in (("transpose", tr, os.path.join(d, "tr.npz"),
+                                         ["--loss", "none", "--loss-output", "loss"]),
+                                        ("drop", drop, os.path.join(d, "drop.npz"), []),
                                         ("gpt", tl.sample_path("gpt2"), gpt_feed,
                                          ["--dim", "batch=4", "--fusion", "none"]),
                                         ("gpt-fused", tl.sample_path("gpt2"), gpt16_feed,
