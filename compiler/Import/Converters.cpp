@@ -757,6 +757,7 @@ LogicalResult convSplit(NodeCtx &nc) {
       split->push_back(std::min(chunk, left));
   }
   if ((int64_t)split->size() != nOut ||
+      llvm::any_of(*split, [&](int64_t s) { return s < 0 || s > in[axis]; }) ||
       std::accumulate(split->begin(), split->end(), int64_t(0)) != in[axis])
     return nc.fail("split sizes do not add up to the axis size");
   int64_t offset = 0;

@@ -25,6 +25,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/unknown_field_set.h>
+#include <onnx/defs/schema.h>
 
 #include <cmath>
 #include <cstring>
@@ -646,6 +647,18 @@ int requiredInputs(const std::string &op, int64_t opset) {
   return 1;
 }
 
+/// How many inputs a node of `op` must list at least: ONNX's own schema (its leading
+/// required inputs) where libonnx knows the op, else ortc's table for ops newer than
+/// libonnx. Converters read those inputs without asking whether they exist.
+int leadingInputs(const std::string &op, int64_t opset) {
+  static const std::map<std::string, int> newer = {{"GroupNormalization", 3}};
+  if (auto it = newer.find(op); it != newer.end())
+    return it->second;
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(op, static_cast<int>(std::min<int64_t>(opset, INT32_MAX)), "");
+  return schema ? schema->min_input() : 0;
+}
+
 /// Host copy of an initializer's data (used when a shape input reads it).
 HostTensor hostOf(const WeightData &w, int32_t elemType) {
   HostTensor h;
@@ -831,6 +844,12 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
                            std::to_string(i) + " is required but missing");
         return finish();
       }
+    if (int leading = leadingInputs(node->op_type(), ic.opset); node->input_size() < leading) {
+      problems.push_back("node '" + name + "' (" + node->op_type() + ") needs at least " +
+                         std::to_string(leading) + " inputs, has " +
+                         std::to_string(node->input_size()));
+      return finish();
+    }
     if (failed(table.at(node->op_type()).fn(nc))) {
       std::string msg = nc.error.empty() ? "node '" + name + "' (" + node->op_type() +
                                                "): conversion failed"
