@@ -294,7 +294,7 @@ void GpuPrinter::fusedSumsKernel(FusedOp op, const PointwiseNest &nest, ArrayRef
   device << "  }\n";
   for (auto [s, k] : llvm::enumerate(sums))
     device << "  red[" << s << "][g][lane] = sum" << k << ";\n";
-  device << "  __syncthreads();\n"
+  device << "  ORTC_BARRIER();\n"
          << "  if (g != 0 || j >= " << C << ")\n    return;\n";
   for (auto [s, k] : llvm::enumerate(sums)) {
     device << "  double t" << k << " = 0;\n  for (int q = 0; q < " << kSumGroups
