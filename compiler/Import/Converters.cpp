@@ -321,6 +321,8 @@ LogicalResult convWhere(NodeCtx &nc) {
 LogicalResult hostFromTensorProto(NodeCtx &nc, const onnx::TensorProto &t, HostTensor &h) {
   h.elemType = t.data_type();
   h.shape.assign(t.dims().begin(), t.dims().end());
+  if (failed(nc.checkShape(h.shape, "tensor '" + t.name() + "'", kMaxHostElements)))
+    return failure();
   int64_t n = numElements(h.shape);
   const std::string &raw = t.raw_data();
   size_t esize = t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ? 8
@@ -403,9 +405,8 @@ LogicalResult convConstantOfShape(NodeCtx &nc) {
     return nc.fail("shape input must be known at compile time");
   HostTensor h;
   h.shape = s->ints();
-  for (int64_t d : h.shape)
-    if (d < 0)
-      return nc.fail("negative dim in shape");
+  if (failed(nc.checkShape(h.shape, "shape", kMaxHostElements)))
+    return failure();
   double v = 0;
   if (auto *a = nc.attr("value")) {
     HostTensor val;
@@ -816,6 +817,9 @@ LogicalResult convExpand(NodeCtx &nc) {
   auto shape = broadcastShapes(shapeOf(nc.type(0)), s->ints());
   if (failed(shape))
     return nc.fail("cannot expand to the given shape");
+  if (failed(nc.checkShape(*shape, "the expanded shape",
+                           nc.allHost() ? kMaxHostElements : kMaxElements)))
+    return failure();
   if (nc.allHost()) {
     HostTensor t;
     t.shape = Shape(shape->begin(), shape->end());
@@ -834,13 +838,17 @@ LogicalResult convTile(NodeCtx &nc) {
   if (!r || r->numel() != (int64_t)in.size())
     return nc.fail("Tile needs one repeat per dim, known at compile time");
   Shape reps = r->ints(), interleaved, expanded, out;
+  if (failed(nc.checkShape(reps, "repeats")))
+    return failure();
   for (size_t i = 0; i < in.size(); ++i) {
-    if (reps[i] < 0)
-      return nc.fail("negative repeat");
+    if (reps[i] && in[i] > kMaxDim / reps[i])
+      return nc.fail("repeats make a dim larger than " + std::to_string(kMaxDim));
     interleaved.insert(interleaved.end(), {1, in[i]});
     expanded.insert(expanded.end(), {reps[i], in[i]});
     out.push_back(reps[i] * in[i]);
   }
+  if (failed(nc.checkShape(out, "the tiled shape")))
+    return failure();
   Value x = reshape(nc, nc.in(0), interleaved);
   x = broadcastTo(nc.b, nc.loc, x, expanded);
   nc.setOutput(0, reshape(nc, x, out));

@@ -35,6 +35,8 @@ struct HostTensor {
 /// could overflow int64.
 constexpr int64_t kMaxDim = int64_t(1) << 31;
 constexpr int64_t kMaxElements = int64_t(1) << 40;
+/// Elements of a tensor computed on the host at import time (doubles: 1 GiB).
+constexpr int64_t kMaxHostElements = int64_t(1) << 27;
 
 /// The shortest decimal that a float32 value prints as, read back as a double
 /// (0.9f -> 0.9): how PyTorch hyper-parameters were written before export.
@@ -141,6 +143,10 @@ public:
   void setOutputHost(size_t i, HostTensor t);
   /// Records an error about this node and returns failure.
   mlir::LogicalResult fail(const llvm::Twine &msg);
+  /// Fails, naming `what`, unless every dim of `shape` lies in [0, kMaxDim] and their
+  /// product in [0, maxElements] (checked before anything multiplies them).
+  mlir::LogicalResult checkShape(llvm::ArrayRef<int64_t> shape, const std::string &what,
+                                 int64_t maxElements = kMaxElements);
 };
 
 using Shape = std::vector<int64_t>;

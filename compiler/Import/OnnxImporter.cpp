@@ -210,6 +210,22 @@ LogicalResult NodeCtx::fail(const llvm::Twine &msg) {
   return failure();
 }
 
+LogicalResult NodeCtx::checkShape(llvm::ArrayRef<int64_t> shape, const std::string &what,
+                                  int64_t maxElements) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > kMaxDim || (d && n > maxElements / d)) {
+      std::string dims;
+      for (int64_t v : shape)
+        dims += (dims.empty() ? "" : ", ") + std::to_string(v);
+      return fail(what + " [" + dims + "] has a dim outside [0, " + std::to_string(kMaxDim) +
+                  "] or more than " + std::to_string(maxElements) + " elements");
+    }
+    n *= d;
+  }
+  return success();
+}
+
 //===-- the importer ------------------------------------------------------===//
 
 namespace {
@@ -848,6 +864,10 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
       problems.push_back("node '" + name + "' (" + node->op_type() + ") needs at least " +
                          std::to_string(leading) + " inputs, has " +
                          std::to_string(node->input_size()));
+      return finish();
+    }
+    if (node->output_size() == 0) { // every ONNX op has one; converters write output 0
+      problems.push_back("node '" + name + "' (" + node->op_type() + ") has no outputs");
       return finish();
     }
     if (failed(table.at(node->op_type()).fn(nc))) {
