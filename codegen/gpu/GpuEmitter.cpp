@@ -413,11 +413,8 @@ std::string GpuPrinter::launchShape(Operation *op) {
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>([&](auto s) {
         return rows(aroundAxis(res, s.getAxis()), "one block per softmax row");
       })
-      .Case([&](SoftmaxCrossEntropyOp sce) {
-        int64_t n = typeOf(sce.getLogits()).getShape()[0];
-        return rows(std::min<int64_t>(std::max<int64_t>(n, 1), 1024),
-                    "rows strided over the blocks; then one thread adds the blocks' partial "
-                    "sums in order");
+      .Case([&](SoftmaxCrossEntropyOp) {
+        return std::string("one block of 1024 threads, a warp per row");
       })
       .Case([&](SoftmaxCrossEntropyGradOp sce) {
         return rows(typeOf(sce.getLogits()).getShape()[0], "one block per row");

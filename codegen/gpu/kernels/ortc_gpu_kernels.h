@@ -39,6 +39,7 @@ constexpr int kBlock = 256;    ///< threads of elementwise / row kernels
 constexpr int kMaxRank = 8;    ///< layout kernels take shapes up to this rank
 constexpr int kTile = 64;      ///< GEMM tile (kTile x kTile outputs per block)
 constexpr int kTileK = 16;     ///< GEMM depth per shared-memory stage
+constexpr int kLossBlock = 1024;
 
 struct Dims {
   int64_t d[kMaxRank];
@@ -1141,19 +1142,14 @@ void batchNormInfer(const T *x, const T *scale, const T *bias, const T *runMean,
 // Cross-entropy (mean over kept rows; "sum" = mean * kept)
 //===----------------------------------------------------------------------===//
 
-/// Per-block partial sums of the loss (total, kept rows, bad labels), added in block
-/// order by crossEntropyFinishKernel: the loss is the same on every run, and the rows
-/// spread over up to kLossParts blocks (one block for all rows took 125 ms of a
-/// GPT-2-124M step's loss over 8192 x 50257 logits on an H100).
-constexpr int kLossParts = 1024;
-__device__ double ortcLossParts[3][kLossParts];
-
-/// Block b takes rows b, b + gridDim.x, ...: each row's max and sum of exponentials
-/// by block reductions (in double, like the CPU's), its loss added in row order.
+/// One block: each warp takes rows, reduces a row with shuffles, lanes 0 keep the
+/// per-warp partial sums, which blockReduce combines. Bad label -> NaN.
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore) {
+__global__ void ORTC_LAUNCH_BOUNDS(kLossBlock) crossEntropyKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, T *loss) {
+  const int lane = threadIdx.x % ORTC_WARP_SIZE, w = threadIdx.x / ORTC_WARP_SIZE;
+  const int nw = blockDim.x / ORTC_WARP_SIZE;
   double total = 0, kept = 0, bad = 0;
-  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+  for (int64_t n = w; n < N; n += nw) {
     const int64_t l = labels[n];
     if (hasIgnore && l == ignore)
       continue;
@@ -1163,42 +1159,33 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const T *logit
     }
     const T *r = logits + n * C;
     double mx = -ortc_inf<double>();
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
       mx = MaxOp()(mx, static_cast<double>(r[c]));
-    mx = blockReduce(mx, MaxOp(), -ortc_inf<double>());
+    for (int o = ORTC_WARP_SIZE / 2; o > 0; o >>= 1)
+      mx = MaxOp()(mx, ORTC_SHFL_XOR(mx, o));
     double sm = 0;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
       sm += exp(static_cast<double>(r[c]) - mx);
-    sm = blockReduce(sm, SumOp(), 0.0);
-    total += mx + log(sm) - static_cast<double>(r[l]);
-    kept += 1;
+    sm = warpReduce(sm, SumOp());
+    if (lane == 0) {
+      total += mx + log(sm) - static_cast<double>(r[l]);
+      kept += 1;
+    }
   }
+  total = blockReduce(total, SumOp(), 0.0);
+  kept = blockReduce(kept, SumOp(), 0.0);
+  bad = blockReduce(bad, SumOp(), 0.0);
   if (threadIdx.x == 0) {
-    ortcLossParts[0][blockIdx.x] = total;
-    ortcLossParts[1][blockIdx.x] = kept;
-    ortcLossParts[2][blockIdx.x] = bad;
+    T v = kept == 0 ? ortc_nan<T>() : static_cast<T>(total / kept);
+    if (sumMode)
+      v *= static_cast<T>(kept);
+    *loss = bad != 0 ? ortc_nan<T>() : v;
   }
-}
-/// One thread: the blocks' partial sums in block order. Bad label -> NaN.
-template <typename T>
-__global__ void crossEntropyFinishKernel(int parts, bool sumMode, T *loss) {
-  double total = 0, kept = 0, bad = 0;
-  for (int b = 0; b < parts; ++b) {
-    total += ortcLossParts[0][b];
-    kept += ortcLossParts[1][b];
-    bad += ortcLossParts[2][b];
-  }
-  T v = kept == 0 ? ortc_nan<T>() : static_cast<T>(total / kept);
-  if (sumMode)
-    v *= static_cast<T>(kept);
-  *loss = bad != 0 ? ortc_nan<T>() : v;
 }
 template <typename T>
 void softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore,
                          bool sumMode, T *loss, ortcStream_t s) {
-  const int parts = static_cast<int>(N < 1 ? 1 : (N < kLossParts ? N : kLossParts));
-  crossEntropyRowsKernel<<<parts, kBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore);
-  crossEntropyFinishKernel<<<1, 1, 0, s>>>(parts, sumMode, loss);
+  crossEntropyKernel<<<1, kLossBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore, sumMode, loss);
 }
 
 /// One block per row; each block also counts the kept rows and checks the labels.
