@@ -377,7 +377,7 @@ std::string GpuPrinter::launchShape(Operation *op) {
           [&](auto) { return grid(res, "one output element per thread"); })
       .Case([&](SliceGradOp s) { return grid(s.getDy(), "zero-fill, then one dy element per thread"); })
       .Case<MaxPoolGradOp, AvgPoolGradOp>([&](auto p) {
-        return grid(p.getDy(), "zero-fill, then atomic adds, one dy element per thread");
+        return grid(p.getResult(), "one input element per thread, gathering its windows' dy");
       })
       .Case([&](ConcatOp) { return std::string("one grid-stride copy per input"); })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceProdOp>(
@@ -403,7 +403,7 @@ std::string GpuPrinter::launchShape(Operation *op) {
       })
       .Case<ConvOp, ConvGradWeightOp>([&](auto) { return std::string(implicitGemm); })
       .Case([&](ConvGradInputOp) {
-        return std::string("implicit-col2im tiled GEMM, 64x64 tiles of 256 threads");
+        return std::string("gathered dy taps as a tiled GEMM (no atomics), 64x64 tiles of 256 threads");
       })
       .Case([&](LayerNormOp ln) { return rows(outer(ln.getX(), ln.getAxis()), "one block per row"); })
       .Case([&](LayerNormGradOp ln) {
@@ -413,8 +413,11 @@ std::string GpuPrinter::launchShape(Operation *op) {
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>([&](auto s) {
         return rows(aroundAxis(res, s.getAxis()), "one block per softmax row");
       })
-      .Case([&](SoftmaxCrossEntropyOp) {
-        return std::string("one block of 1024 threads, a warp per row");
+      .Case([&](SoftmaxCrossEntropyOp sce) {
+        int64_t n = typeOf(sce.getLogits()).getShape()[0];
+        return rows(std::min<int64_t>(std::max<int64_t>(n, 1), 1024),
+                    "rows strided over the blocks; then one thread adds the blocks' partial "
+                    "sums in order");
       })
       .Case([&](SoftmaxCrossEntropyGradOp sce) {
         return rows(typeOf(sce.getLogits()).getShape()[0], "one block per row");

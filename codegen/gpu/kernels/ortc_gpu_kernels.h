@@ -39,7 +39,6 @@ constexpr int kBlock = 256;    ///< threads of elementwise / row kernels
 constexpr int kMaxRank = 8;    ///< layout kernels take shapes up to this rank
 constexpr int kTile = 64;      ///< GEMM tile (kTile x kTile outputs per block)
 constexpr int kTileK = 16;     ///< GEMM depth per shared-memory stage
-constexpr int kLossBlock = 1024;
 
 struct Dims {
   int64_t d[kMaxRank];
@@ -1142,14 +1141,19 @@ void batchNormInfer(const T *x, const T *scale, const T *bias, const T *runMean,
 // Cross-entropy (mean over kept rows; "sum" = mean * kept)
 //===----------------------------------------------------------------------===//
 
-/// One block: each warp takes rows, reduces a row with shuffles, lanes 0 keep the
-/// per-warp partial sums, which blockReduce combines. Bad label -> NaN.
+/// Per-block partial sums of the loss (total, kept rows, bad labels), added in block
+/// order by crossEntropyFinishKernel: the loss is the same on every run, and the rows
+/// spread over up to kLossParts blocks (one block for all rows took 125 ms of a
+/// GPT-2-124M step's loss over 8192 x 50257 logits on an H100).
+constexpr int kLossParts = 1024;
+__device__ double ortcLossParts[3][kLossParts];
+
+/// Block b takes rows b, b + gridDim.x, ...: each row's max and sum of exponentials
+/// by block reductions (in double, like the CPU's), its loss added in row order.
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kLossBlock) crossEntropyKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, T *loss) {
-  const int lane = threadIdx.x % ORTC_WARP_SIZE, w = threadIdx.x / ORTC_WARP_SIZE;
-  const int nw = blockDim.x / ORTC_WARP_SIZE;
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore) {
   double total = 0, kept = 0, bad = 0;
-  for (int64_t n = w; n < N; n += nw) {
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const int64_t l = labels[n];
     if (hasIgnore && l == ignore)
       continue;
@@ -1159,33 +1163,42 @@ __global__ void ORTC_LAUNCH_BOUNDS(kLossBlock) crossEntropyKernel(const T *logit
     }
     const T *r = logits + n * C;
     double mx = -ortc_inf<double>();
-    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
       mx = MaxOp()(mx, static_cast<double>(r[c]));
-    for (int o = ORTC_WARP_SIZE / 2; o > 0; o >>= 1)
-      mx = MaxOp()(mx, ORTC_SHFL_XOR(mx, o));
+    mx = blockReduce(mx, MaxOp(), -ortc_inf<double>());
     double sm = 0;
-    for (int64_t c = lane; c < C; c += ORTC_WARP_SIZE)
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
       sm += exp(static_cast<double>(r[c]) - mx);
-    sm = warpReduce(sm, SumOp());
-    if (lane == 0) {
-      total += mx + log(sm) - static_cast<double>(r[l]);
-      kept += 1;
-    }
+    sm = blockReduce(sm, SumOp(), 0.0);
+    total += mx + log(sm) - static_cast<double>(r[l]);
+    kept += 1;
   }
-  total = blockReduce(total, SumOp(), 0.0);
-  kept = blockReduce(kept, SumOp(), 0.0);
-  bad = blockReduce(bad, SumOp(), 0.0);
   if (threadIdx.x == 0) {
-    T v = kept == 0 ? ortc_nan<T>() : static_cast<T>(total / kept);
-    if (sumMode)
-      v *= static_cast<T>(kept);
-    *loss = bad != 0 ? ortc_nan<T>() : v;
+    ortcLossParts[0][blockIdx.x] = total;
+    ortcLossParts[1][blockIdx.x] = kept;
+    ortcLossParts[2][blockIdx.x] = bad;
   }
+}
+/// One thread: the blocks' partial sums in block order. Bad label -> NaN.
+template <typename T>
+__global__ void crossEntropyFinishKernel(int parts, bool sumMode, T *loss) {
+  double total = 0, kept = 0, bad = 0;
+  for (int b = 0; b < parts; ++b) {
+    total += ortcLossParts[0][b];
+    kept += ortcLossParts[1][b];
+    bad += ortcLossParts[2][b];
+  }
+  T v = kept == 0 ? ortc_nan<T>() : static_cast<T>(total / kept);
+  if (sumMode)
+    v *= static_cast<T>(kept);
+  *loss = bad != 0 ? ortc_nan<T>() : v;
 }
 template <typename T>
 void softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore,
                          bool sumMode, T *loss, ortcStream_t s) {
-  crossEntropyKernel<<<1, kLossBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore, sumMode, loss);
+  const int parts = static_cast<int>(N < 1 ? 1 : (N < kLossParts ? N : kLossParts));
+  crossEntropyRowsKernel<<<parts, kBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore);
+  crossEntropyFinishKernel<<<1, 1, 0, s>>>(parts, sumMode, loss);
 }
 
 /// One block per row; each block also counts the kept rows and checks the labels.
@@ -1586,34 +1599,49 @@ void convForward(const T *x, const T *w, const T *bias, T *y, const ConvGeom &c,
                ConvFwdC<T>{y, bias, G, Mg, c.M, P}, s);
 }
 
-// Input gradient: col = w[g]^T (Kd x Mg) * dy[n, g] (Mg x P), scattered (col2im)
-// into dx with atomics.
+// Input gradient, gathered: batch b = (n, group); dx[n, g] (Cg x inSize) = w[g]
+// regrouped (Cg x Mg*kSize) times the dy taps that reach each input position
+// (Mg*kSize x inSize; zero where a tap falls between strides or outside dy). Every dx
+// element is one dot product in a fixed order, stored once: no atomics, the same bits
+// on every run (a strided conv multiplies the zeros between its strides).
 template <typename T> struct ConvDxA {
   const T *w;
-  int64_t G, Mg, Kd;
-  __device__ T operator()(int64_t b, int64_t r, int64_t m) const { return w[((b % G) * Mg + m) * Kd + r]; }
+  int64_t G, Mg, Kd, kSize;
+  __device__ T operator()(int64_t b, int64_t c, int64_t k) const {
+    return w[((b % G) * Mg + k / kSize) * Kd + c * kSize + k % kSize];
+  }
 };
 template <typename T> struct ConvDxB {
   const T *dy;
-  int64_t G, Mg, M, P;
-  __device__ T operator()(int64_t b, int64_t m, int64_t q) const { return dy[((b / G) * M + (b % G) * Mg + m) * P + q]; }
+  Spatial3 g;
+  int64_t G, Mg, M;
+  __device__ T operator()(int64_t b, int64_t k, int64_t i) const {
+    const int64_t m = k / g.kSize, kk = k % g.kSize;
+    const int64_t tap[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]};
+    const int64_t at[3] = {i / (g.in[1] * g.in[2]), (i / g.in[2]) % g.in[1], i % g.in[2]};
+    int64_t o = 0;
+#pragma unroll
+    for (int a = 0; a < 3; ++a) {
+      const int64_t t = at[a] + g.p[a] - tap[a] * g.d[a];
+      if (t < 0 || t % g.s[a] != 0 || t / g.s[a] >= g.out[a])
+        return T(0);
+      o = o * g.out[a] + t / g.s[a];
+    }
+    return dy[((b / G) * M + (b % G) * Mg + m) * g.outSize + o];
+  }
 };
 template <typename T> struct ConvDxC {
   T *dx;
-  Spatial3 g;
-  int64_t G, C, Cg;
-  __device__ void operator()(int64_t b, int64_t r, int64_t q, T v) const {
-    const int64_t off = im2colOffset(g, r, q);
-    if (off >= 0)
-      atomicAdd(dx + ((b / G) * C + (b % G) * Cg) * g.inSize + off, v);
+  int64_t G, C, Cg, inSize;
+  __device__ void operator()(int64_t b, int64_t c, int64_t i, T v) const {
+    dx[((b / G) * C + (b % G) * Cg + c) * inSize + i] = v;
   }
 };
 template <typename T> void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &c, ortcStream_t s) {
   const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
-  const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize, P = g.outSize;
-  ORTC_MEMSET_ASYNC(dx, 0, c.N * c.C * g.inSize * sizeof(T), s);
-  gemmTiled<T>(c.N * G, Kd, P, Mg, ConvDxA<T>{w, G, Mg, Kd}, ConvDxB<T>{dy, G, Mg, c.M, P},
-               ConvDxC<T>{dx, g, G, c.C, Cg}, s);
+  const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize;
+  gemmTiled<T>(c.N * G, Cg, g.inSize, Mg * g.kSize, ConvDxA<T>{w, G, Mg, Kd, g.kSize},
+               ConvDxB<T>{dy, g, G, Mg, c.M}, ConvDxC<T>{dx, G, c.C, Cg, g.inSize}, s);
 }
 
 // Weight gradient: batch = group; dw[g] (Mg x Kd) = sum over k = (n, q) of
@@ -1695,23 +1723,20 @@ __device__ inline int64_t avgDivisor(const Spatial3 &g, bool cip, const int64_t 
   return div;
 }
 
-/// mode 0: maxPool; 1: avgPool; 2: maxPoolGrad (atomics); 3: avgPoolGrad (atomics).
+/// Forward pooling, one output element per thread (max: the first maximum; average:
+/// the sum in double over the window's in-range taps).
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolKernel(const T *x, const T *dy, T *out, Spatial3 g, bool cip, int mode, int64_t total) {
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolKernel(const T *x, T *out, Spatial3 g, bool cip, bool isMax, int64_t total) {
   ORTC_FOR(t, total) {
     const int64_t pl = t / g.outSize, q = t % g.outSize;
     const int64_t o[3] = {q / (g.out[1] * g.out[2]), (q / g.out[2]) % g.out[1], q % g.out[2]};
-    if (mode == 0 || mode == 2) {
+    if (isMax) {
       const int64_t a = maxPoolArg(x + pl * g.inSize, g, o[0], o[1], o[2]);
-      if (mode == 0)
-        out[t] = a < 0 ? -ortc_inf<T>() : x[pl * g.inSize + a];
-      else if (a >= 0)
-        atomicAdd(out + pl * g.inSize + a, dy[t]);
+      out[t] = a < 0 ? -ortc_inf<T>() : x[pl * g.inSize + a];
       continue;
     }
     const int64_t div = avgDivisor(g, cip, o);
     double sum = 0;
-    const T v = div > 0 && mode == 3 ? static_cast<T>(static_cast<double>(dy[t]) / static_cast<double>(div)) : T(0);
     for (int64_t kd = 0; kd < g.k[0]; ++kd) {
       const int64_t id = o[0] * g.s[0] - g.p[0] + kd * g.d[0];
       if (id < 0 || id >= g.in[0])
@@ -1722,18 +1747,57 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolKernel(const T *x, const T *dy, T
           continue;
         for (int64_t kw = 0; kw < g.k[2]; ++kw) {
           const int64_t iw = o[2] * g.s[2] - g.p[2] + kw * g.d[2];
-          if (iw < 0 || iw >= g.in[2])
-            continue;
-          const int64_t k = pl * g.inSize + (id * g.in[1] + ih) * g.in[2] + iw;
-          if (mode == 1)
-            sum += static_cast<double>(x[k]);
-          else if (div > 0)
-            atomicAdd(out + k, v);
+          if (iw >= 0 && iw < g.in[2])
+            sum += static_cast<double>(x[pl * g.inSize + (id * g.in[1] + ih) * g.in[2] + iw]);
         }
       }
     }
-    if (mode == 1)
-      out[t] = div > 0 ? static_cast<T>(sum / static_cast<double>(div)) : T(0);
+    out[t] = div > 0 ? static_cast<T>(sum / static_cast<double>(div)) : T(0);
+  }
+}
+
+/// The window index along one axis whose tap k lands on input position i, or -1.
+__device__ inline int64_t poolWindowOf(const Spatial3 &g, int a, int64_t i, int64_t k) {
+  const int64_t t = i + g.p[a] - k * g.d[a];
+  return t < 0 || t % g.s[a] != 0 || t / g.s[a] >= g.out[a] ? -1 : t / g.s[a];
+}
+
+/// Pooling gradients, gathered: one thread per input element adds, in window order
+/// and in double, dy of every window that takes it (max: the windows whose first
+/// maximum it is; average: dy / the window's divisor), and stores the sum once. No
+/// atomics: the same bits on every run.
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolGradKernel(const T *x, const T *dy, T *dx, Spatial3 g, bool cip, bool isMax, int64_t total) {
+  ORTC_FOR(t, total) {
+    const int64_t pl = t / g.inSize, a = t % g.inSize;
+    const int64_t at[3] = {a / (g.in[1] * g.in[2]), (a / g.in[2]) % g.in[1], a % g.in[2]};
+    double sum = 0;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t od = poolWindowOf(g, 0, at[0], kd);
+      if (od < 0)
+        continue;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t oh = poolWindowOf(g, 1, at[1], kh);
+        if (oh < 0)
+          continue;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t ow = poolWindowOf(g, 2, at[2], kw);
+          if (ow < 0)
+            continue;
+          const double d = static_cast<double>(dy[pl * g.outSize + (od * g.out[1] + oh) * g.out[2] + ow]);
+          if (isMax) {
+            if (maxPoolArg(x + pl * g.inSize, g, od, oh, ow) == a)
+              sum += d;
+          } else {
+            const int64_t o[3] = {od, oh, ow};
+            const int64_t div = avgDivisor(g, cip, o);
+            if (div > 0)
+              sum += d / static_cast<double>(div);
+          }
+        }
+      }
+    }
+    dx[t] = static_cast<T>(sum);
   }
 }
 inline Spatial3 toSpatial3(const PoolGeom &p) {
@@ -1742,24 +1806,22 @@ inline Spatial3 toSpatial3(const PoolGeom &p) {
 template <typename T> void maxPool(const T *x, T *y, const PoolGeom &p, ortcStream_t s) {
   const Spatial3 g = toSpatial3(p);
   const int64_t total = p.N * p.C * g.outSize;
-  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, (const T *)nullptr, y, g, false, 0, total);
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, y, g, false, true, total);
 }
 template <typename T> void avgPool(const T *x, T *y, const PoolGeom &p, ortcStream_t s) {
   const Spatial3 g = toSpatial3(p);
   const int64_t total = p.N * p.C * g.outSize;
-  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, (const T *)nullptr, y, g, p.countIncludePad, 1, total);
+  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, y, g, p.countIncludePad, false, total);
 }
 template <typename T> void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &p, ortcStream_t s) {
   const Spatial3 g = toSpatial3(p);
-  const int64_t total = p.N * p.C * g.outSize;
-  ORTC_MEMSET_ASYNC(dx, 0, p.N * p.C * g.inSize * sizeof(T), s);
-  poolKernel<<<gridFor(total), kBlock, 0, s>>>(x, dy, dx, g, false, 2, total);
+  const int64_t total = p.N * p.C * g.inSize;
+  poolGradKernel<<<gridFor(total), kBlock, 0, s>>>(x, dy, dx, g, false, true, total);
 }
 template <typename T> void avgPoolGrad(const T *dy, T *dx, const PoolGeom &p, ortcStream_t s) {
   const Spatial3 g = toSpatial3(p);
-  const int64_t total = p.N * p.C * g.outSize;
-  ORTC_MEMSET_ASYNC(dx, 0, p.N * p.C * g.inSize * sizeof(T), s);
-  poolKernel<<<gridFor(total), kBlock, 0, s>>>((const T *)nullptr, dy, dx, g, p.countIncludePad, 3, total);
+  const int64_t total = p.N * p.C * g.inSize;
+  poolGradKernel<<<gridFor(total), kBlock, 0, s>>>((const T *)nullptr, dy, dx, g, p.countIncludePad, false, total);
 }
 
 } // namespace gpu

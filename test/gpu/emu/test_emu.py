@@ -186,6 +186,31 @@ def transpose_model(path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
+def conv_pool_model(path):
+    """loss = mean(avgpool(maxpool(conv(x * s)))^2) with a grouped, strided, dilated,
+    asymmetrically padded conv, an overlapping ceil-mode max pool and a padded average
+    pool counting its pads: every gradient that used to be scattered with atomics."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(2)
+    s = rng.standard_normal((1, 4, 1, 1)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["xs"]),
+             helper.make_node("Conv", ["xs", "w"], ["c"], group=2, strides=[2, 1], dilations=[2, 2],
+                              pads=[1, 2, 1, 0]),
+             helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              ceil_mode=1),
+             helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[3, 2], pads=[1, 0, 1, 1],
+                              count_include_pad=1),
+             helper.make_node("Mul", ["a", "a"], ["aa"]),
+             helper.make_node("ReduceMean", ["aa"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(nodes, "conv_pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 11, 13])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              [numpy_helper.from_array(s, "s"), numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 def random_ops_case(target):
     """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head) and the
     gpt2 sample with its dropout on, one kernel per op and fused: PyTorch draws other masks, so these
@@ -212,7 +237,14 @@ def random_ops_case(target):
         tr = os.path.join(d, "transpose.onnx")
         transpose_model(tr)
         np.savez(os.path.join(d, "tr.npz"), x=rng.standard_normal((3, 37, 5, 41)).astype(np.float32))
+        # Conv input and pooling gradients, gathered without atomics: the same bits
+        # whatever order the (emulated) threads run in.
+        cp = os.path.join(d, "conv_pool.onnx")
+        conv_pool_model(cp)
+        np.savez(os.path.join(d, "cp.npz"), x=rng.standard_normal((2, 4, 11, 13)).astype(np.float32))
         for tag, model, feed, flags in (("transpose", tr, os.path.join(d, "tr.npz"),
+                                         ["--loss", "none", "--loss-output", "loss"]),
+                                        ("conv-pool", cp, os.path.join(d, "cp.npz"),
                                          ["--loss", "none", "--loss-output", "loss"]),
                                         ("drop", drop, os.path.join(d, "drop.npz"), []),
                                         ("gpt", tl.sample_path("gpt2"), gpt_feed,
@@ -224,6 +256,11 @@ def random_ops_case(target):
             gpu = build(model, os.path.join(d, tag + "-gpu.ortc"), target, common)
             want = train(cpu, feed, 0.05, d, tag + "-cpu", ["--seed", "3"])
             got = train(gpu, feed, 0.05, d, tag + "-gpu", ["--seed", "3"])
+            if tag == "conv-pool":
+                again = train(gpu, feed, 0.05, d, tag + "-gpu2", ["--seed", "3"],
+                              env=emu_env({"ORTC_EMU_SEED": "7"}))
+                if again[0] != got[0] or any(not np.array_equal(again[1][k], got[1][k]) for k in got[1]):
+                    failures.append("conv-pool: another thread order trained other bits")
             e, l = kernel_coverage(gpu, os.path.join(d, tag + "-gpu-stats.json"))
             emitted |= e
             launched |= l
