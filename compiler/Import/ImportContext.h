@@ -38,6 +38,11 @@ constexpr int64_t kMaxElements = int64_t(1) << 40;
 /// Elements of a tensor computed on the host at import time (doubles: 1 GiB).
 constexpr int64_t kMaxHostElements = int64_t(1) << 27;
 
+/// Empty if every dim of `shape` lies in [0, kMaxDim] and their product is at most
+/// `maxElements` (checked before any product can overflow); else what is wrong, as
+/// "[dims] has a dim outside ...".
+std::string shapeProblem(llvm::ArrayRef<int64_t> shape, int64_t maxElements = kMaxElements);
+
 /// The shortest decimal that a float32 value prints as, read back as a double
 /// (0.9f -> 0.9): how PyTorch hyper-parameters were written before export.
 double floatAsDecimal(double f32Value);

@@ -210,20 +210,25 @@ LogicalResult NodeCtx::fail(const llvm::Twine &msg) {
   return failure();
 }
 
-LogicalResult NodeCtx::checkShape(llvm::ArrayRef<int64_t> shape, const std::string &what,
-                                  int64_t maxElements) {
+std::string shapeProblem(llvm::ArrayRef<int64_t> shape, int64_t maxElements) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0 || d > kMaxDim || (d && n > maxElements / d)) {
       std::string dims;
       for (int64_t v : shape)
         dims += (dims.empty() ? "" : ", ") + std::to_string(v);
-      return fail(what + " [" + dims + "] has a dim outside [0, " + std::to_string(kMaxDim) +
-                  "] or more than " + std::to_string(maxElements) + " elements");
+      return "[" + dims + "] has a dim outside [0, " + std::to_string(kMaxDim) + "] or more than " +
+             std::to_string(maxElements) + " elements";
     }
     n *= d;
   }
-  return success();
+  return "";
+}
+
+LogicalResult NodeCtx::checkShape(llvm::ArrayRef<int64_t> shape, const std::string &what,
+                                  int64_t maxElements) {
+  std::string problem = shapeProblem(shape, maxElements);
+  return problem.empty() ? success() : fail(what + " " + problem);
 }
 
 //===-- the importer ------------------------------------------------------===//
@@ -403,20 +408,12 @@ void Importer::contractCheck(std::map<std::string, std::vector<int64_t>> &inputS
         }
       }
     }
-    int64_t total = 1;
-    for (int64_t d : shape) {
-      if (d == -1)
-        continue;
-      if (d < 0 || d > kMaxDim) {
-        problems.push_back("input '" + in.name() + "': bad dim " + std::to_string(d));
-        break;
-      }
-      if (d && total > kMaxElements / d) {
-        problems.push_back("input '" + in.name() + "': too many elements");
-        break;
-      }
-      total *= d;
-    }
+    std::vector<int64_t> known; // the dims not left dynamic
+    for (int64_t d : shape)
+      if (d != -1)
+        known.push_back(d);
+    if (std::string problem = shapeProblem(known); !problem.empty())
+      problems.push_back("input '" + in.name() + "': shape " + problem);
     inputShapes[in.name()] = shape;
   }
   for (const auto &[name, v] : options.dims)
@@ -604,15 +601,14 @@ void appendAs(std::string &out, const Src &values) {
 
 bool Importer::readInitializer(onnx::TensorProto &t, size_t index, WeightData &out) {
   out.dtype = dtypeName(t.data_type());
-  int64_t n = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0 || d > kMaxDim || (d && n > kMaxElements / d)) {
-      problems.push_back("initializer '" + t.name() + "': bad dim " + std::to_string(d));
-      return false;
-    }
-    out.shape.push_back(d);
-    n *= d;
+  out.shape.assign(t.dims().begin(), t.dims().end());
+  if (std::string problem = shapeProblem(out.shape); !problem.empty()) {
+    problems.push_back("initializer '" + t.name() + "': shape " + problem);
+    return false;
   }
+  int64_t n = 1;
+  for (int64_t d : out.shape)
+    n *= d;
   int64_t expected = n * dtypeSize(out.dtype);
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return readExternal(t, expected, out.bytes);
