@@ -109,12 +109,17 @@ struct Recurrence {
     seq = xt.getDimSize(batchFirst ? 1 : 0);
     batch = xt.getDimSize(batchFirst ? 0 : 1);
     input = xt.getDimSize(2);
+    if (seq < 1)
+      return nc.fail("X has no time steps (its sequence dim is " + std::to_string(seq) + ")");
     if (!nc.has(1) || !nc.has(2))
       return nc.fail("W and R are required");
     RankedTensorType rt = nc.type(2);
     if (!rt || rt.getRank() != 3)
       return nc.fail("R must be a 3-D tensor");
     hidden = nc.attrInt("hidden_size", rt.getDimSize(2));
+    if (hidden < 1 || hidden > kMaxDim)
+      return nc.fail("hidden_size " + std::to_string(hidden) + " is not in [1, " +
+                     std::to_string(kMaxDim) + "]");
     if (failed(expect(1, "W", {dirs, gates * hidden, input})) ||
         failed(expect(2, "R", {dirs, gates * hidden, hidden})) ||
         (nc.has(3) && failed(expect(3, "B", {dirs, 2 * gates * hidden}))))
