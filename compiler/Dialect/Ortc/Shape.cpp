@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
 
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
+
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -15,6 +18,14 @@ namespace ortc {
 
 namespace {
 bool isFloat(Value v) { return isa<FloatType>(tensorTypeOf(v).getElementType()); }
+bool allEqual(ArrayRef<int64_t> xs, int64_t v) {
+  return llvm::all_of(xs, [&](int64_t x) { return x == v; });
+}
+/// Gives `op` the stage of `from` (ops made by rewrites run where the op they replace ran).
+void inheritStage(Operation *op, Operation *from) {
+  if (StringRef stage = stageOf(from); !stage.empty())
+    setStage(op, stage);
+}
 } // namespace
 
 //===-- broadcast_to ------------------------------------------------------===//
@@ -167,6 +178,37 @@ LogicalResult ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+namespace {
+/// concat(a, concat(b, c), d) along one axis -> concat(a, b, c, d) when the inner
+/// concat has no other user.
+struct SpliceNestedConcat : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rw) const override {
+    SmallVector<Value> inputs;
+    bool spliced = false;
+    for (Value v : op.getInputs()) {
+      auto inner = v.getDefiningOp<ConcatOp>();
+      if (inner && inner.getAxis() == op.getAxis() && inner->hasOneUse()) {
+        llvm::append_range(inputs, inner.getInputs());
+        spliced = true;
+      } else {
+        inputs.push_back(v);
+      }
+    }
+    if (!spliced)
+      return failure();
+    auto merged = ConcatOp::create(rw, op.getLoc(), inputs, op.getAxis());
+    inheritStage(merged, op);
+    rw.replaceOp(op, merged.getResult());
+    return success();
+  }
+};
+} // namespace
+
+void ConcatOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<SpliceNestedConcat>(ctx);
+}
+
 //===-- slice -------------------------------------------------------------===//
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -196,6 +238,58 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
     grads[0] = SliceGradOp::create(b, getLoc(), getX().getType(), dys[0], getStarts(),
                                    getSteps());
   return success();
+}
+
+//===-- slice_grad --------------------------------------------------------===//
+
+OpFoldResult SliceGradOp::fold(FoldAdaptor) {
+  if (getDy().getType() == getType() && allEqual(getStarts(), 0) && allEqual(getSteps(), 1))
+    return getDy();
+  return {};
+}
+
+namespace {
+/// add(slice_grad(a), slice_grad(b)) -> slice_grad(concat(a, b)) when both have unit
+/// steps and their boxes agree on every dim but one, along which they abut. Each
+/// slice grad must have no other user (else nothing is saved).
+struct AddAbuttingSliceGrads : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rw) const override {
+    auto a = add.getLhs().getDefiningOp<SliceGradOp>();
+    auto b = add.getRhs().getDefiningOp<SliceGradOp>();
+    if (!a || !b || a == b || !a->hasOneUse() || !b->hasOneUse() ||
+        a.getType() != add.getType() || b.getType() != add.getType() ||
+        !allEqual(a.getSteps(), 1) || !allEqual(b.getSteps(), 1))
+      return failure();
+    ArrayRef<int64_t> sa = a.getStarts(), sb = b.getStarts();
+    ArrayRef<int64_t> da = tensorTypeOf(a.getDy()).getShape(), db = tensorTypeOf(b.getDy()).getShape();
+    int64_t axis = -1;
+    for (size_t d = 0; d < sa.size(); ++d) {
+      if (sa[d] == sb[d] && da[d] == db[d])
+        continue;
+      if (axis >= 0)
+        return failure();
+      axis = static_cast<int64_t>(d);
+    }
+    if (axis < 0)
+      return failure();
+    if (sb[axis] + db[axis] == sa[axis])
+      std::swap(a, b);
+    else if (sa[axis] + da[axis] != sb[axis])
+      return failure();
+    auto cat = ConcatOp::create(rw, add.getLoc(), ValueRange{a.getDy(), b.getDy()}, axis);
+    inheritStage(cat, add);
+    auto merged = SliceGradOp::create(rw, add.getLoc(), add.getType(), cat, a.getStarts(),
+                                      a.getSteps());
+    inheritStage(merged, add);
+    rw.replaceOp(add, merged.getResult());
+    return success();
+  }
+};
+} // namespace
+
+void SliceGradOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<AddAbuttingSliceGrads>(ctx);
 }
 
 //===-- pad ---------------------------------------------------------------===//

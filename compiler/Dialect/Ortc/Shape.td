@@ -39,9 +39,14 @@ def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [InferTypeOpAdaptor]> {
 
 def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [InferTypeOpAdaptor]> {
   let summary = "Concatenates along `axis`";
+  let description = [{
+    Canonicalization splices an input that is itself a concat along the same axis (with
+    no other user) into this one.
+  }];
   let arguments = (ins Variadic<Ortc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Ortc_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasCanonicalizer = 1;
 }
 
 def Ortc_SliceOp : Ortc_ShapeOp<"slice", [InferTypeOpAdaptor]> {
@@ -59,10 +64,18 @@ def Ortc_SliceOp : Ortc_ShapeOp<"slice", [InferTypeOpAdaptor]> {
 
 def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure]> {
   let summary = "Scatters dy into zeros shaped like the slice's input";
+  let description = [{
+    Folds to dy when dy covers the whole result. Canonicalization turns the sum of two
+    slice grads whose boxes (unit steps) abut along one dim and agree on the others
+    into one slice grad of their concatenation: the gradients of a Split (q, k, v)
+    become one concat instead of a zero-filled scatter per piece and their sums.
+  }];
   let arguments = (ins Ortc_FloatTensor:$dy, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$steps);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($result)";
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Ortc_PadOp : Ortc_ShapeOp<"pad", [InferTypeOpAdaptor]> {
