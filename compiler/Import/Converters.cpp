@@ -445,8 +445,8 @@ LogicalResult convSize(NodeCtx &nc) {
 
 LogicalResult convRange(NodeCtx &nc) {
   const HostTensor *s = nc.constant(0), *l = nc.constant(1), *d = nc.constant(2);
-  if (!s || !l || !d)
-    return nc.fail("Range bounds must be known at compile time");
+  if (!s || !l || !d || s->numel() != 1 || l->numel() != 1 || d->numel() != 1)
+    return nc.fail("Range's start, limit and delta must be scalars known at compile time");
   double start = s->data.at(0), limit = l->data.at(0), delta = d->data.at(0);
   if (delta == 0)
     return nc.fail("Range delta is zero");
@@ -862,9 +862,9 @@ LogicalResult convTrilu(NodeCtx &nc) {
   int64_t k = 0;
   if (nc.has(1)) {
     const HostTensor *c = nc.constant(1);
-    if (!c)
-      return nc.fail("k must be known at compile time");
-    k = toInt64(c->data.at(0));
+    if (!c || c->numel() != 1)
+      return nc.fail("k must be a scalar known at compile time");
+    k = toInt64(c->data[0]);
   }
   bool upper = nc.attrInt("upper", 1);
   int64_t rows = in[in.size() - 2], cols = in.back();
@@ -1257,17 +1257,16 @@ LogicalResult convDropout(NodeCtx &nc) {
   if (nc.ic.opset >= 12) {
     if (nc.has(1)) {
       const HostTensor *r = nc.constant(1);
-      if (!r)
-        return nc.fail("ratio must be known at compile time");
+      if (!r || r->numel() != 1)
+        return nc.fail("ratio must be a scalar known at compile time");
       // A float32 ratio is taken as the decimal it stands for (0.1f -> 0.1).
-      ratio = r->elemType == onnx::TensorProto::FLOAT ? floatAsDecimal(r->data.at(0))
-                                                       : r->data.at(0);
+      ratio = r->elemType == onnx::TensorProto::FLOAT ? floatAsDecimal(r->data[0]) : r->data[0];
     }
     if (nc.has(2)) {
       const HostTensor *t = nc.constant(2);
-      if (!t)
-        return nc.fail("training_mode must be known at compile time");
-      training = t->data.at(0) != 0;
+      if (!t || t->numel() != 1)
+        return nc.fail("training_mode must be a scalar known at compile time");
+      training = t->data[0] != 0;
     }
   }
   if (nc.outputUsed(1))
