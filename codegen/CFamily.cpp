@@ -567,8 +567,8 @@ void KernelPrinter::poolGeom(const std::string &ns, Value x, Value y, ArrayRef<i
   for (int i = 0; i < ns2; ++i)
     body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << k[i]
          << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
-         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.dilation[" << i
-         << "] = " << dil[i] << ";\n";
+         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.padEnd[" << i
+         << "] = " << pads[i + ns2] << "; g.dilation[" << i << "] = " << dil[i] << ";\n";
 }
 
 LogicalResult KernelPrinter::unsupported(Operation *op, const std::string &why,

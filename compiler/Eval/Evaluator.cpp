@@ -148,6 +148,7 @@ kern::PoolGeom poolGeom(const Shape &x, const Shape &y, ArrayRef<int64_t> kernel
     g.out[i] = y[i + 2];
     g.stride[i] = strides[i];
     g.padBegin[i] = pads[i];
+    g.padEnd[i] = pads[i + g.nSpatial];
     g.dilation[i] = dil[i];
   }
   return g;

@@ -210,6 +210,7 @@ inline void validRange(int64_t outLen, int64_t stride, int64_t offset,
 /// dims are right-aligned and the missing leading ones are size 1.
 struct Spatial3 {
   int64_t in[3], k[3], out[3], s[3], p[3], d[3];
+  int64_t pe[3]; ///< end pads (pooling's count_include_pad bound; 0 for convolutions)
   int64_t inSize, kSize, outSize;
 };
 
@@ -223,7 +224,7 @@ inline Spatial3 toSpatial3(int nSpatial, const int64_t *in,
   for (int i = 0; i < 3; ++i) {
     if (i < off) {
       g.in[i] = g.k[i] = g.out[i] = g.s[i] = g.d[i] = 1;
-      g.p[i] = 0;
+      g.p[i] = g.pe[i] = 0;
     } else {
       int j = i - off;
       g.in[i] = in[j];
@@ -231,6 +232,7 @@ inline Spatial3 toSpatial3(int nSpatial, const int64_t *in,
       g.out[i] = out[j];
       g.s[i] = stride[j];
       g.p[i] = padBegin[j];
+      g.pe[i] = 0;
       g.d[i] = dilation[j];
     }
   }
@@ -1646,6 +1648,7 @@ struct PoolGeom {
   int nSpatial;
   int64_t N, C;
   int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  int64_t padEnd[3];
   bool countIncludePad;
 };
 
@@ -1653,8 +1656,11 @@ namespace detail {
 
 /// Spatial3 of a pooling geometry.
 inline Spatial3 toSpatial3(const PoolGeom &g) {
-  return toSpatial3(g.nSpatial, g.in, g.kernel, g.out, g.stride, g.padBegin,
-                    g.dilation);
+  Spatial3 s = toSpatial3(g.nSpatial, g.in, g.kernel, g.out, g.stride, g.padBegin,
+                          g.dilation);
+  for (int j = 0; j < g.nSpatial; ++j)
+    s.pe[3 - g.nSpatial + j] = g.padEnd[j];
+  return s;
 }
 
 /// Index (within the plane) of the window maximum of output (od, oh, ow),
@@ -1712,7 +1718,7 @@ inline int64_t avgDivisor(const Spatial3 &g, bool countIncludePad, int64_t od,
   int64_t div = 1;
   for (int i = 0; i < 3; ++i) {
     const int64_t lo = countIncludePad ? -g.p[i] : 0;
-    const int64_t hi = countIncludePad ? g.in[i] + g.p[i] : g.in[i];
+    const int64_t hi = countIncludePad ? g.in[i] + g.pe[i] : g.in[i];
     div *= tapCount(o[i], g.s[i], g.p[i], g.k[i], g.d[i], lo, hi);
   }
   return div;
@@ -1768,9 +1774,9 @@ void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &geom) {
 
 /// ONNX AveragePool / torch avg_pool{1,2,3}d: y = (sum of the in-bounds
 /// taps) / divisor. With countIncludePad the divisor is the number of taps
-/// inside the padded input [-padBegin, in + padBegin) per dim (the window
-/// clipped to the padded input, as PyTorch does, which also clips ceil-mode
-/// windows); without it, the number of in-bounds taps. Windows with divisor
+/// inside the padded input [-padBegin, in + padEnd) per dim (the window
+/// clipped to the padded input, as ONNX's reference and PyTorch do, which also
+/// clips ceil-mode windows); without it, the number of in-bounds taps. Windows with divisor
 /// 0 yield 0.
 template <typename T> void avgPool(const T *x, T *y, const PoolGeom &geom) {
   const detail::Spatial3 g = detail::toSpatial3(geom);

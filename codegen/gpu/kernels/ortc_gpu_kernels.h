@@ -1516,6 +1516,7 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, i
 /// Spatial geometry normalised to three dims (the CPU's detail::Spatial3).
 struct Spatial3 {
   int64_t in[3], k[3], out[3], s[3], p[3], d[3];
+  int64_t pe[3]; ///< end pads (pooling's count_include_pad bound; 0 for convolutions)
   int64_t inSize, kSize, outSize;
 };
 struct ConvGeom {
@@ -1527,6 +1528,7 @@ struct PoolGeom {
   int nSpatial;
   int64_t N, C;
   int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  int64_t padEnd[3];
   bool countIncludePad;
 };
 inline Spatial3 toSpatial3(int nSpatial, const int64_t *in, const int64_t *kernel, const int64_t *out,
@@ -1536,7 +1538,7 @@ inline Spatial3 toSpatial3(int nSpatial, const int64_t *in, const int64_t *kerne
   for (int i = 0; i < 3; ++i) {
     if (i < off) {
       g.in[i] = g.k[i] = g.out[i] = g.s[i] = g.d[i] = 1;
-      g.p[i] = 0;
+      g.p[i] = g.pe[i] = 0;
     } else {
       const int j = i - off;
       g.in[i] = in[j];
@@ -1544,6 +1546,7 @@ inline Spatial3 toSpatial3(int nSpatial, const int64_t *in, const int64_t *kerne
       g.out[i] = out[j];
       g.s[i] = stride[j];
       g.p[i] = padBegin[j];
+      g.pe[i] = 0;
       g.d[i] = dilation[j];
     }
   }
@@ -1712,7 +1715,7 @@ __device__ inline int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t 
 __device__ inline int64_t avgDivisor(const Spatial3 &g, bool cip, const int64_t *o) {
   int64_t div = 1;
   for (int i = 0; i < 3; ++i) {
-    const int64_t lo = cip ? -g.p[i] : 0, hi = cip ? g.in[i] + g.p[i] : g.in[i];
+    const int64_t lo = cip ? -g.p[i] : 0, hi = cip ? g.in[i] + g.pe[i] : g.in[i];
     int64_t n = 0;
     for (int64_t k = 0; k < g.k[i]; ++k) {
       const int64_t c = o[i] * g.s[i] - g.p[i] + k * g.d[i];
@@ -1801,7 +1804,10 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) poolGradKernel(const T *x, const T *d
   }
 }
 inline Spatial3 toSpatial3(const PoolGeom &p) {
-  return toSpatial3(p.nSpatial, p.in, p.kernel, p.out, p.stride, p.padBegin, p.dilation);
+  Spatial3 g = toSpatial3(p.nSpatial, p.in, p.kernel, p.out, p.stride, p.padBegin, p.dilation);
+  for (int j = 0; j < p.nSpatial; ++j)
+    g.pe[3 - p.nSpatial + j] = p.padEnd[j];
+  return g;
 }
 template <typename T> void maxPool(const T *x, T *y, const PoolGeom &p, ortcStream_t s) {
   const Spatial3 g = toSpatial3(p);

@@ -188,8 +188,9 @@ def transpose_model(path):
 
 def conv_pool_model(path):
     """loss = mean(avgpool(maxpool(conv(x * s)))^2) with a grouped, strided, dilated,
-    asymmetrically padded conv, an overlapping ceil-mode max pool and a padded average
-    pool counting its pads: every gradient that used to be scattered with atomics."""
+    asymmetrically padded conv (its output is 5 x 12), an overlapping max pool whose ceil
+    mode adds a window (3 x 7, not 3 x 6), and an average pool counting unequal begin and
+    end pads: every gradient that used to be scattered with atomics."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(2)
@@ -205,7 +206,7 @@ def conv_pool_model(path):
              helper.make_node("Mul", ["a", "a"], ["aa"]),
              helper.make_node("ReduceMean", ["aa"], ["loss"], keepdims=0)]
     graph = helper.make_graph(nodes, "conv_pool",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 11, 13])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 11, 14])],
                               [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
                               [numpy_helper.from_array(s, "s"), numpy_helper.from_array(w, "w")])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -241,7 +242,7 @@ def random_ops_case(target):
         # whatever order the (emulated) threads run in.
         cp = os.path.join(d, "conv_pool.onnx")
         conv_pool_model(cp)
-        np.savez(os.path.join(d, "cp.npz"), x=rng.standard_normal((2, 4, 11, 13)).astype(np.float32))
+        np.savez(os.path.join(d, "cp.npz"), x=rng.standard_normal((2, 4, 11, 14)).astype(np.float32))
         for tag, model, feed, flags in (("transpose", tr, os.path.join(d, "tr.npz"),
                                          ["--loss", "none", "--loss-output", "loss"]),
                                         ("conv-pool", cp, os.path.join(d, "cp.npz"),

@@ -1001,6 +1001,7 @@ PoolGeom randPoolGeom(int ns, bool countIncludePad) {
       g.stride[i] = randInt(1, 2);
       g.dilation[i] = randInt(1, 2);
       g.padBegin[i] = randInt(0, g.kernel[i] / 2); // PyTorch: pad <= k / 2
+      g.padEnd[i] = g.padBegin[i];                  // and the same at both ends
       int64_t o = outSize(g.in[i], g.kernel[i], g.stride[i], g.padBegin[i],
                           g.padBegin[i], g.dilation[i], ceilMode);
       // PyTorch ceil mode: the last window must start inside the input or
@@ -1083,6 +1084,34 @@ TEST(Pool, MaxForwardMatchesDirectLoops) {
     maxPool(xf.data(), yf.data(), g);
     EXPECT_TRUE(allCloseF(yf, want, 1e-7));
   }
+}
+
+// ONNX pads differ per end: with count_include_pad a window counts the end pad it
+// covers (ONNX's reference: taps below in + pad_end), not the begin pad's width.
+TEST(Pool, AvgCountIncludePadUsesEachEndsPad) {
+  PoolGeom g{};
+  g.nSpatial = 1;
+  g.N = g.C = 1;
+  g.in[0] = 3;
+  g.kernel[0] = 2;
+  g.stride[0] = 1;
+  g.padBegin[0] = 0;
+  g.padEnd[0] = 1;
+  g.dilation[0] = 1;
+  g.out[0] = 3;
+  g.countIncludePad = true;
+  const Vec x = {2.0, 4.0, 8.0};
+  Vec y(3);
+  avgPool(x.data(), y.data(), g);
+  EXPECT_DOUBLE_EQ(y[0], 3.0);
+  EXPECT_DOUBLE_EQ(y[1], 6.0);
+  EXPECT_DOUBLE_EQ(y[2], 4.0); // (8 + pad) / 2
+  Vec dx(3);
+  const Vec dy = {1.0, 1.0, 1.0};
+  avgPoolGrad(dy.data(), dx.data(), g);
+  EXPECT_DOUBLE_EQ(dx[0], 0.5);
+  EXPECT_DOUBLE_EQ(dx[1], 1.0);
+  EXPECT_DOUBLE_EQ(dx[2], 1.0);
 }
 
 TEST(Pool, MaxPaddingNeverWinsAndTiesGoToFirst) {
