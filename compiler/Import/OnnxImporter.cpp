@@ -384,10 +384,10 @@ void Importer::contractCheck(std::map<std::string, std::vector<int64_t>> &inputS
     if (!elementTypeOf(ic.ctx, tt.elem_type()))
       problems.push_back("input '" + in.name() + "': unsupported dtype " +
                          onnxTypeName(tt.elem_type()));
-    std::vector<int64_t> shape;
+    std::vector<int64_t> shape, known; // known: the dims not left dynamic
     auto given = options.shapes.find(in.name());
     if (given != options.shapes.end()) {
-      shape = given->second;
+      shape = known = given->second;
     } else if (!tt.has_shape()) {
       problems.push_back("input '" + in.name() +
                          "': unknown rank (give it with --shape " + in.name() + "=AxB)");
@@ -396,8 +396,10 @@ void Importer::contractCheck(std::map<std::string, std::vector<int64_t>> &inputS
       for (const auto &d : tt.shape().dim()) {
         if (d.has_dim_value()) {
           shape.push_back(d.dim_value());
+          known.push_back(d.dim_value());
         } else if (d.has_dim_param() && options.dims.count(d.dim_param())) {
           shape.push_back(options.dims.at(d.dim_param()));
+          known.push_back(shape.back());
           usedDims.insert(d.dim_param());
         } else {
           std::string name = d.has_dim_param() ? d.dim_param() : "?";
@@ -408,10 +410,6 @@ void Importer::contractCheck(std::map<std::string, std::vector<int64_t>> &inputS
         }
       }
     }
-    std::vector<int64_t> known; // the dims not left dynamic
-    for (int64_t d : shape)
-      if (d != -1)
-        known.push_back(d);
     if (std::string problem = shapeProblem(known); !problem.empty())
       problems.push_back("input '" + in.name() + "': shape " + problem);
     inputShapes[in.name()] = shape;
