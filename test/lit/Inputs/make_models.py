@@ -572,6 +572,12 @@ def bad_negative_dim():
     return model(nodes, [vi("x", F, [2, -3])], [out("y")])
 
 
+@register("bad-minus-one-dim.onnxtxt")
+def bad_minus_one_dim():
+    nodes = [node("Relu", ["x"], ["y"], "relu")]
+    return model(nodes, [vi("x", F, [2, -1])], [out("y")])
+
+
 @register("bad-raw-size.onnxtxt")
 def bad_raw_size():
     w = raw_tensor("W", F, [2, 3], b"\0" * 20)
