@@ -242,6 +242,22 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 
 //===-- slice_grad --------------------------------------------------------===//
 
+LogicalResult SliceGradOp::verify() {
+  auto dy = tensorTypeOf(getDy()), res = tensorTypeOf(getResult());
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  if (dy.getRank() != res.getRank() || dy.getElementType() != res.getElementType())
+    return emitOpError("dy and the result differ in rank or element type");
+  if (starts.size() != static_cast<size_t>(res.getRank()) || steps.size() != starts.size())
+    return emitOpError("starts and steps need one entry per dim");
+  for (int64_t d = 0; d < res.getRank(); ++d) {
+    int64_t n = dy.getDimSize(d), last = starts[d] + (n - 1) * steps[d];
+    if (steps[d] == 0 || (n > 0 && (starts[d] < 0 || starts[d] >= res.getDimSize(d) || last < 0 ||
+                                    last >= res.getDimSize(d))))
+      return emitOpError("dim ") << d << ": dy's box leaves the result";
+  }
+  return success();
+}
+
 OpFoldResult SliceGradOp::fold(FoldAdaptor) {
   if (getDy().getType() == getType() && allEqual(getStarts(), 0) && allEqual(getSteps(), 1))
     return getDy();

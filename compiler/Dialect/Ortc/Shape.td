@@ -76,6 +76,7 @@ def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure]> {
   let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($result)";
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+  let hasVerifier = 1;
 }
 
 def Ortc_PadOp : Ortc_ShapeOp<"pad", [InferTypeOpAdaptor]> {

@@ -397,3 +397,19 @@ func.func @fused_mixed_kinds(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f
   }
   return %0#0, %0#1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+func.func @slice_grad_starts_per_dim(%dy: tensor<2x2xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{starts and steps need one entry per dim}}
+  %0 = ortc.slice_grad %dy {starts = array<i64: 0>, steps = array<i64: 1, 1>} : tensor<2x2xf32> -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @slice_grad_box_leaves(%dy: tensor<2x2xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{dim 1: dy's box leaves the result}}
+  %0 = ortc.slice_grad %dy {starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : tensor<2x2xf32> -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}

@@ -43,7 +43,7 @@ func.func @kept(%a: tensor<3x2xf32>, %b: tensor<3x2xf32>, %c: tensor<2x2xf32>, %
   %gc = ortc.slice_grad %c {starts = array<i64: 1, 2>, steps = array<i64: 1, 1>} : tensor<2x2xf32> -> tensor<3x6xf32>
   %two = ortc.add %ga2, %gc : tensor<3x6xf32>
   %ga3 = ortc.slice_grad %a {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<3x2xf32> -> tensor<3x6xf32>
-  %gd = ortc.slice_grad %d {starts = array<i64: 0, 2>, steps = array<i64: 1, 2>} : tensor<3x3xf32> -> tensor<3x6xf32>
+  %gd = ortc.slice_grad %d {starts = array<i64: 0, 1>, steps = array<i64: 1, 2>} : tensor<3x3xf32> -> tensor<3x6xf32>
   %strided = ortc.add %ga3, %gd : tensor<3x6xf32>
   %ga4 = ortc.slice_grad %a {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<3x2xf32> -> tensor<3x6xf32>
   %gb4 = ortc.slice_grad %b {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : tensor<3x2xf32> -> tensor<3x6xf32>
