@@ -923,6 +923,17 @@ LogicalResult convPad(NodeCtx &nc) {
     full[a] = (*pads)[i];
     full[a + rank] = (*pads)[i + ax.size()];
   }
+  // Bounded before the shape rule adds them to the dims (no overflow there).
+  Shape out(nc.type(0).getShape());
+  for (int64_t d = 0; d < rank; ++d) {
+    auto outside = [](int64_t p) { return p < -kMaxDim || p > kMaxDim; };
+    if (outside(full[d]) || outside(full[d + rank]))
+      return nc.fail("pads must lie in [-" + std::to_string(kMaxDim) + ", " +
+                     std::to_string(kMaxDim) + "]");
+    out[d] += full[d] + full[d + rank];
+  }
+  if (failed(nc.checkShape(out, "the padded shape")))
+    return failure();
   auto op = nc.checked<PadOp>(1, nc.in(0), full, APFloat(value));
   if (!op)
     return failure();
