@@ -20,6 +20,7 @@ namespace ortc {
 #define ORTC_PHASES(X)                                                         \
   X(Import, "import")                                                          \
   X(Training, "training")                                                      \
+  X(Recompute, "recompute")                                                    \
   X(Fusion, "fusion")                                                          \
   X(Schedule, "schedule")                                                      \
   X(Codegen, "codegen")                                                        \
@@ -63,6 +64,7 @@ struct BuildOptions {
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 
+  std::string recompute = "none"; ///< none | selective (passes/checkpointing)
   std::string fusion = "default"; ///< default | none (one kernel per op)
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes
   /// them from --load-params / --load-checkpoint or draws them (--init-seed).

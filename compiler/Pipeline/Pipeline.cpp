@@ -14,6 +14,7 @@
 #include "compiler/Import/InferenceGraph.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/checkpointing/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
 #include "codegen/Artifact.h"
@@ -116,6 +117,13 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createCSEPass());
     break;
   }
+  case Phase::Recompute:
+    if (options.recompute != "none") {
+      RecomputeOptions rc;
+      rc.policy = options.recompute;
+      pm.addPass(createRecompute(rc));
+    }
+    break;
   case Phase::Fusion:
     if (options.fusion != "none")
       pm.addPass(createFormKernels());
@@ -464,6 +472,9 @@ int runBuild(const BuildOptions &options) {
     dumper->write("onnx", *module);
 
   Phase last = options.stopAfter.value_or(Phase::Package);
+  // With a recompute policy, the arena each step function would need without it: the
+  // module as the training passes left it, fused and planned on the side.
+  std::map<std::string, int64_t> arenaWithoutRecompute;
   for (int p = 0; p <= static_cast<int>(last) && p <= static_cast<int>(Phase::Schedule); ++p) {
     current = static_cast<Phase>(p);
     PassManager pm(&ctx);
@@ -476,6 +487,17 @@ int runBuild(const BuildOptions &options) {
         void runAfterPass(Pass *pass, Operation *op) override { d.runAfterPass(pass, op); }
       };
       pm.addInstrumentation(std::make_unique<Forward>(*dumper));
+    }
+    if (current == Phase::Recompute && options.recompute != "none" &&
+        last >= Phase::Schedule) {
+      OwningOpRef<ModuleOp> plain(cast<ModuleOp>((*module)->clone()));
+      PassManager side(&ctx);
+      buildPhasePipeline(Phase::Fusion, side, options);
+      buildPhasePipeline(Phase::Schedule, side, options);
+      if (succeeded(side.run(*plain)))
+        for (auto fn : plain->getOps<func::FuncOp>())
+          if (auto bytes = fn->getAttrOfType<IntegerAttr>("ortc.arena_bytes"))
+            arenaWithoutRecompute[fn.getSymName().str()] = bytes.getInt();
     }
     if (current == Phase::Training)
       if (const char *kind = std::getenv("ORTC_TEST_INTERNAL_ERROR"); kind && *kind)
@@ -508,6 +530,22 @@ int runBuild(const BuildOptions &options) {
                                                ? double(bytes.getInt()) / lower.getInt()
                                                : 1.0)
                    << "\n";
+      auto recomputed = fn->getAttrOfType<IntegerAttr>("ortc.recomputed");
+      auto plain = arenaWithoutRecompute.find(fn.getSymName().str());
+      if (!recomputed || plain == arenaWithoutRecompute.end())
+        continue;
+      int64_t added = fn->getAttrOfType<IntegerAttr>("ortc.recompute_flops").getInt();
+      int64_t forward = fn->getAttrOfType<IntegerAttr>("ortc.forward_flops").getInt();
+      llvm::errs() << "ortc: recompute (" << options.recompute << ") @" << fn.getSymName()
+                   << ": " << recomputed.getInt() << " values, arena " << bytes.getInt()
+                   << " bytes vs " << plain->second << " without ("
+                   << llvm::format("%+.1f%%", plain->second
+                                                  ? 100.0 * (bytes.getInt() - plain->second) /
+                                                        plain->second
+                                                  : 0.0)
+                   << "), +" << llvm::format("%.2f", added / 1e6) << " MFLOP ("
+                   << llvm::format("%.1f%%", forward ? 100.0 * added / forward : 0.0)
+                   << " of the forward's)\n";
     }
   }
 

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/checkpointing/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
 
@@ -19,6 +20,7 @@ void registerAllPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   registerAutodiffPasses();
+  registerCheckpointingPasses();
   registerFusionPasses();
   registerMemoryPlanningPasses();
   registerTestPasses();

@@ -261,6 +261,8 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
                                  inputs.getArrayRef(), b.getStringAttr(kind));
     if (StringRef stage = stageOf(last); !stage.empty())
       setStage(fused, stage); // a kernel runs where its last op ran
+    if (llvm::all_of(ms, isRecompute))
+      setRecompute(fused);
     Block *block = new Block();
     fused.getBody().push_back(block);
     IRMapping map;

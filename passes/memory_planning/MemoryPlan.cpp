@@ -6,7 +6,9 @@
 //     place only by an op that runs after every other reader of A, and, if that op
 //     reads A itself, only by an elementwise (in-place safe) op.
 //  2. Schedule: repeatedly pick, among the ops whose operands are ready, the one
-//     that frees the most bytes minus what it allocates (ties: original order).
+//     that frees the most bytes minus what it allocates (ties: original order). A
+//     recomputed clone (ortc.recompute) waits for the op before it in the original
+//     order: run as soon as its operands are ready, it would be back in the forward.
 //  3. Liveness: a tensor lives from its producer to its last reader; reshape results
 //     are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
@@ -17,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/memory_planning/Passes.h"
 
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -177,6 +180,13 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
   };
 
   // 2. Greedy schedule.
+  for (auto [i, op] : llvm::enumerate(ops))
+    if (isRecompute(op))
+      for (size_t j = i; j-- > 0;)
+        if (!isRecompute(ops[j])) {
+          extraDeps[op].push_back(ops[j]);
+          break;
+        }
   DenseMap<Operation *, unsigned> pendingDeps;
   DenseMap<Operation *, SmallVector<Operation *>> dependents;
   for (Operation *op : ops) {

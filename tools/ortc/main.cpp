@@ -197,6 +197,11 @@ int main(int argc, char **argv) {
                     "broadcasts they read); none: one kernel per op, for comparison and "
                     "bisecting")
       ->check(CLI::IsMember({"default", "none"}))->default_val("default");
+  build->add_option("--recompute", b.recompute,
+                    "Gradient checkpointing. none: keep every forward value the backward reads; "
+                    "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "
+                    "softmax, gathers) in the backward from values it keeps anyway")
+      ->check(CLI::IsMember({"none", "selective"}))->default_val("none");
   auto *debug = build->add_option_group("Debugging", "Look inside the compile");
   std::string phases;
   for (const std::string &p : ortc::phaseNames())

@@ -7,7 +7,8 @@ include "compiler/Dialect/Ortc/OrtcBase.td"
 
 class Ortc_UnaryOp<string mnemonic, list<Trait> traits = []>
     : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
-        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface]> {
+        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
+        Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$x);
   let results = (outs Ortc_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
@@ -61,7 +62,8 @@ def Ortc_ClipOp : Ortc_UnaryOp<"clip"> {
 }
 
 def Ortc_CastOp : Ortc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
+        Ortc_RecomputeOpInterface]> {
   let summary = "Converts the element type (ONNX Cast)";
   let arguments = (ins Ortc_Tensor:$x);
   let results = (outs Ortc_Tensor:$result);
@@ -71,7 +73,8 @@ def Ortc_CastOp : Ortc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape
 
 class Ortc_BinaryOp<string mnemonic, list<Trait> traits = []>
     : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
-        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface]> {
+        DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
+        Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
   let results = (outs Ortc_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -86,7 +89,7 @@ def Ortc_MinOp : Ortc_BinaryOp<"min", [Commutative]>;
 def Ortc_MaxOp : Ortc_BinaryOp<"max", [Commutative]>;
 
 def Ortc_ModOp : Ortc_Op<"mod", [Pure, Elementwise, SameOperandsAndResultType,
-    Ortc_FusionOpInterface]> {
+    Ortc_FusionOpInterface, Ortc_RecomputeOpInterface]> {
   let summary = "Integer remainder (ONNX Mod): the divisor's sign, or the dividend's if fmod";
   let description = [{
     Float Mod imports as a composition of core ops (which carries its gradient);
@@ -100,7 +103,7 @@ def Ortc_ModOp : Ortc_Op<"mod", [Pure, Elementwise, SameOperandsAndResultType,
 
 class Ortc_CompareOp<string mnemonic>
     : Ortc_Op<mnemonic, [Pure, Elementwise, SameTypeOperands,
-        SameOperandsAndResultShape, Ortc_FusionOpInterface]> {
+        SameOperandsAndResultShape, Ortc_FusionOpInterface, Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
   let results = (outs Ortc_BoolTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)";
@@ -113,7 +116,8 @@ def Ortc_AndOp : Ortc_CompareOp<"and">;
 
 def Ortc_SelectOp : Ortc_Op<"select", [Pure, Elementwise,
     AllTypesMatch<["on_true", "on_false", "result"]>,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
+        Ortc_RecomputeOpInterface]> {
   let summary = "ONNX Where: cond ? on_true : on_false (same shapes)";
   let arguments = (ins Ortc_BoolTensor:$cond, Ortc_Tensor:$on_true,
                        Ortc_Tensor:$on_false);

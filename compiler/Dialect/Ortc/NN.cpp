@@ -83,7 +83,19 @@ LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+int64_t MatMulOp::getRecomputeFlops() {
+  // Two per multiply-add: result elements times the contracted length.
+  auto a = getA().getType();
+  return 2 * resultElements(*this) * a.getDimSize(a.getRank() - (getTransA() ? 2 : 1));
+}
+
 //===-- convolution and pooling geometry ----------------------------------===//
+
+int64_t ConvOp::getRecomputeFlops() {
+  // Two per multiply-add: each result element sums C/group x the kernel's volume taps.
+  ArrayRef<int64_t> w = getW().getType().getShape();
+  return 2 * resultElements(*this) * numElements(w.drop_front());
+}
 
 namespace {
 /// Output extent of a sliding window (conv or pooling) along one dim.
@@ -235,6 +247,13 @@ LogicalResult AvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 
 //===-- normalisation -----------------------------------------------------===//
 
+// A normalisation reads x twice (statistics, then the affine map): about eight
+// operations per element of x.
+static int64_t normFlops(Value x) { return 8 * numElements(tensorTypeOf(x).getShape()); }
+int64_t BatchNormTrainOp::getRecomputeFlops() { return normFlops(getX()); }
+int64_t BatchNormInferOp::getRecomputeFlops() { return normFlops(getX()); }
+int64_t LayerNormOp::getRecomputeFlops() { return normFlops(getX()); }
+
 LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
                                                  std::optional<Location> loc,
                                                  Adaptor adaptor,
@@ -335,6 +354,10 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 }
 
 //===-- softmax and dropout -----------------------------------------------===//
+
+// max, exp, sum, scale (log for log_softmax): about five per element.
+int64_t SoftmaxOp::getRecomputeFlops() { return 5 * resultElements(*this); }
+int64_t LogSoftmaxOp::getRecomputeFlops() { return 5 * resultElements(*this); }
 
 LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {

@@ -6,7 +6,7 @@
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
 def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
   let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
                        DefaultValuedAttr<BoolAttr, "false">:$trans_a,
@@ -21,7 +21,7 @@ def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
 // Convolution geometry shared by conv and its gradients: strides, pads ([begin...,
 // end...]), dilations per spatial dim, and the group count.
 def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "N-d convolution (ONNX Conv, NC... layout, weight MC/g k...)";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$w,
                        Optional<Ortc_FloatTensor>:$bias,
@@ -90,7 +90,7 @@ def Ortc_AvgPoolGradOp : Ortc_Op<"avg_pool_grad", [Pure]> {
 }
 
 def Ortc_BatchNormTrainOp : Ortc_Op<"batch_norm_train", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "BatchNorm on batch statistics: y, batch mean, biased batch variance";
   let description = [{
     `running_mean`/`running_var` are the running statistics this op maintains (ONNX:
@@ -116,7 +116,7 @@ def Ortc_BatchNormGradOp : Ortc_Op<"batch_norm_grad", [Pure]> {
 }
 
 def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "BatchNorm with given (running) statistics";
   let description = [{
     Trains like a PyTorch BatchNorm module in eval mode: x, scale and bias get
@@ -130,7 +130,7 @@ def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure,
 }
 
 def Ortc_LayerNormOp : Ortc_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Normalises over dims [axis, rank); returns y, mean and 1/std (kept dims)";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
                        Optional<Ortc_FloatTensor>:$bias, I64Attr:$axis, F64Attr:$epsilon);
@@ -150,7 +150,7 @@ def Ortc_LayerNormGradOp : Ortc_Op<"layer_norm_grad", [Pure]> {
 }
 
 class Ortc_SoftmaxLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
-    SameOperandsAndResultType, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    SameOperandsAndResultType, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let arguments = (ins Ortc_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
@@ -170,7 +170,7 @@ def Ortc_LogSoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"log_softmax_grad">;
 
 def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
     AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
-    Ortc_FusionOpInterface]> {
+    Ortc_FusionOpInterface, Ortc_RecomputeOpInterface]> {
   let summary = "Inverted dropout; mask from a counter-based RNG keyed by (seed, key, i)";
   let arguments = (ins Ortc_FloatTensor:$x, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);
@@ -179,7 +179,7 @@ def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
 }
 
 def Ortc_RandomUniformOp : Ortc_Op<"random_uniform", [Pure,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_RecomputeOpInterface]> {
   let summary = "Uniform [low, high) draws from the dropout RNG, keyed by (seed, key, i)";
   let description = [{
     ONNX RandomUniform(Like) and the uniforms behind Bernoulli / RandomNormal(Like):

@@ -1,7 +1,7 @@
 //===- OpAnnotations.cpp - Stages and arena offsets on ops ---------------===//
 //
 // See OpAnnotations.h. The dialect's attribute verifier (OrtcDialect.cpp) checks
-// both attributes wherever they appear.
+// the attributes wherever they appear.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/OpAnnotations.h"
@@ -27,6 +27,10 @@ StringRef stageOf(Operation *op) {
   auto s = op->getAttrOfType<StringAttr>(kStageAttr);
   return s ? s.getValue() : StringRef();
 }
+
+void setRecompute(Operation *op) { op->setAttr(kRecomputeAttr, UnitAttr::get(op->getContext())); }
+
+bool isRecompute(Operation *op) { return op->hasAttrOfType<UnitAttr>(kRecomputeAttr); }
 
 void setArenaOffsets(Operation *op, ArrayRef<int64_t> offsets) {
   op->setAttr(kArenaOffsetsAttr, DenseI64ArrayAttr::get(op->getContext(), offsets));

@@ -1,11 +1,16 @@
 //===- OpAnnotations.h - What later phases record on ops --------*- C++ -*-===//
 //
-// Two facts about an op of a step function live in the IR as attributes of the ortc
+// Three facts about an op of a step function live in the IR as attributes of the ortc
 // dialect (checked by its attribute verifier), so that every later phase and codegen
 // reads them from the IR rather than from a pass's header:
 //   ortc.stage = "forward" | "backward" | "optimizer": which part of the training step
 //     the op belongs to (set by the training passes; a fused kernel takes the stage
 //     of its last op). Recompute and mixed precision decide by it.
+//   ortc.recompute (unit): a forward op cloned into the backward by the recompute pass
+//     (passes/checkpointing), so that its result need not live from the forward to
+//     the backward. The mark keeps CSE from merging the clone with the original (their
+//     attributes differ) and tells the memory planner to run it no earlier than where
+//     the pass put it; a fused kernel of marked ops only is marked.
 //   ortc.arena_offsets = array<i64: ...>: per result, its byte offset in the step's
 //     arena, or -1 when the value is not in the arena (set by ortc-memory-plan).
 //
@@ -22,6 +27,7 @@ namespace ortc {
 
 constexpr llvm::StringLiteral kStageAttr = "ortc.stage";
 constexpr llvm::StringLiteral kArenaOffsetsAttr = "ortc.arena_offsets";
+constexpr llvm::StringLiteral kRecomputeAttr = "ortc.recompute";
 
 /// True for "forward", "backward" and "optimizer".
 bool isStage(llvm::StringRef stage);
@@ -29,6 +35,11 @@ bool isStage(llvm::StringRef stage);
 void setStage(mlir::Operation *op, llvm::StringRef stage);
 /// The stage of `op`, or "" when none was recorded (ops made by canonicalization).
 llvm::StringRef stageOf(mlir::Operation *op);
+
+/// Marks `op` as a recomputed clone of a forward op.
+void setRecompute(mlir::Operation *op);
+/// True for an op the recompute pass cloned (or a kernel of such ops only).
+bool isRecompute(mlir::Operation *op);
 
 /// Records the arena offset of each result of `op` (-1: not in the arena).
 void setArenaOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);

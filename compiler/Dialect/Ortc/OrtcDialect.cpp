@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "compiler/Dialect/Ortc/OpAnnotations.h"
+#include "compiler/Dialect/Ortc/Builders.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -31,6 +32,13 @@ LogicalResult OrtcDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError("ortc.stage must be \"forward\", \"backward\" or \"optimizer\"");
     return success();
   }
+  if (attr.getName() == kRecomputeAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError("ortc.recompute is a unit attribute");
+    if (stageOf(op) != "forward")
+      return op->emitOpError("ortc.recompute marks a forward op (ortc.stage \"forward\")");
+    return success();
+  }
   if (attr.getName() == kArenaOffsetsAttr) {
     auto offsets = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
@@ -40,6 +48,13 @@ LogicalResult OrtcDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return success();
   }
   return success(); // the other ortc.* attributes (names, roles, arena sizes) are free-form
+}
+
+int64_t ortc::resultElements(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getResultTypes())
+    n += numElements(cast<RankedTensorType>(t).getShape());
+  return n;
 }
 
 Operation *OrtcDialect::materializeConstant(OpBuilder &builder, Attribute value,

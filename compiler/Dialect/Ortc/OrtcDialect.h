@@ -38,6 +38,8 @@ struct IndexRange {
   std::optional<int64_t> ignore;
   const char *what = "indices"; ///< "class labels", "indices"
 };
+/// The elements of all results of `op` together (RecomputeOpInterface's default cost).
+int64_t resultElements(mlir::Operation *op);
 } // namespace ortc
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h.inc"

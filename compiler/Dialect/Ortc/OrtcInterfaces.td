@@ -43,6 +43,23 @@ def Ortc_FusionOpInterface : OpInterface<"FusionOpInterface"> {
   ];
 }
 
+def Ortc_RecomputeOpInterface : OpInterface<"RecomputeOpInterface"> {
+  let cppNamespace = "::ortc";
+  let description = [{
+    An op the recompute pass (passes/checkpointing) may run a second time in the
+    backward instead of keeping its results live from the forward: pure and
+    deterministic (dropout and random_uniform included: their counter-based generator
+    draws the same bits again). `getRecomputeFlops` estimates the arithmetic of one
+    run; the policies weigh it against the bytes the recompute frees. Ops without the
+    interface (convolutions, losses, updates) are never recomputed.
+  }];
+  let methods = [
+    InterfaceMethod<"Arithmetic of one run of the op (about one per result element by default).",
+      "int64_t", "getRecomputeFlops", (ins), [{}],
+      [{ return ::ortc::resultElements($_op); }]>
+  ];
+}
+
 def Ortc_IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
   let cppNamespace = "::ortc";
   let description = [{

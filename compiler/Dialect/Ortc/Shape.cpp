@@ -66,6 +66,8 @@ LogicalResult BroadcastToOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 
 //===-- reshape -----------------------------------------------------------===//
 
+int64_t ReshapeOp::getRecomputeFlops() { return 0; } // a view: no data moves
+
 LogicalResult ReshapeOp::verify() {
   if (getX().getType().getElementType() != getType().getElementType())
     return emitOpError("element type changes");
@@ -373,6 +375,12 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 }
 
 //===-- reductions --------------------------------------------------------===//
+
+// One operation per element read.
+int64_t ReduceSumOp::getRecomputeFlops() { return numElements(getX().getType().getShape()); }
+int64_t ReduceMeanOp::getRecomputeFlops() { return numElements(getX().getType().getShape()); }
+int64_t ReduceMaxOp::getRecomputeFlops() { return numElements(getX().getType().getShape()); }
+int64_t ReduceProdOp::getRecomputeFlops() { return numElements(getX().getType().getShape()); }
 
 namespace {
 FailureOr<SmallVector<int64_t>> reducedShape(std::optional<Location> loc,

@@ -9,7 +9,7 @@ class Ortc_ShapeOp<string mnemonic, list<Trait> traits = []>
     : Ortc_Op<mnemonic, traits # [Pure,
         DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]>;
 
-def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [
+def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [Ortc_RecomputeOpInterface,
     DeclareOpInterfaceMethods<Ortc_FusionOpInterface,
                               ["getFusionRole", "isCheapToRecompute"]>]> {
   let summary = "Numpy broadcast of x to the result shape (x's dims right-aligned)";
@@ -20,7 +20,8 @@ def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [
   let hasFolder = 1;
 }
 
-def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape"> {
+def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape", [
+    DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Same elements in row-major order, new static shape";
   let arguments = (ins Ortc_Tensor:$x);
   let results = (outs Ortc_Tensor:$result);
@@ -29,7 +30,7 @@ def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape"> {
   let hasFolder = 1;
 }
 
-def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [InferTypeOpAdaptor]> {
+def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Permutes dims: result dim i is x dim perm[i]";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs Ortc_Tensor:$result);
@@ -37,7 +38,7 @@ def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [InferTypeOpAdaptor]> {
+def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Concatenates along `axis`";
   let description = [{
     Canonicalization splices an input that is itself a concat along the same axis (with
@@ -49,7 +50,7 @@ def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Ortc_SliceOp : Ortc_ShapeOp<"slice", [InferTypeOpAdaptor]> {
+def Ortc_SliceOp : Ortc_ShapeOp<"slice", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Strided slice with normalised starts and sizes per dim";
   let description = [{
     Result dim d takes `sizes[d]` elements of x starting at `starts[d]` with stride
@@ -79,7 +80,7 @@ def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Ortc_PadOp : Ortc_ShapeOp<"pad", [InferTypeOpAdaptor]> {
+def Ortc_PadOp : Ortc_ShapeOp<"pad", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Constant padding; pads are [begin..., end...], negative crops";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$pads,
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
@@ -87,7 +88,7 @@ def Ortc_PadOp : Ortc_ShapeOp<"pad", [InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Ortc_GatherOp : Ortc_ShapeOp<"gather", [InferTypeOpAdaptor,
+def Ortc_GatherOp : Ortc_ShapeOp<"gather", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Ortc_IndexOperandOpInterface>]> {
   let summary = "ONNX Gather along `axis` (negative indices count from the end)";
   let arguments = (ins Ortc_Tensor:$data, Ortc_IndexTensor:$indices, I64Attr:$axis);
@@ -103,7 +104,8 @@ def Ortc_GatherGradOp : Ortc_Op<"gather_grad", [Pure]> {
 }
 
 class Ortc_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor]> {
+    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Reduces over `axes` (non-negative, sorted); keeps them as 1 if keepdims";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "true">:$keepdims);
@@ -147,7 +149,7 @@ class Ortc_ArgReduceOp<string mnemonic> : Ortc_Op<mnemonic, [Pure, InferTypeOpAd
 def Ortc_ArgMaxOp : Ortc_ArgReduceOp<"argmax">;
 def Ortc_ArgMinOp : Ortc_ArgReduceOp<"argmin">;
 
-def Ortc_TopKOp : Ortc_ShapeOp<"topk", [InferTypeOpAdaptor]> {
+def Ortc_TopKOp : Ortc_ShapeOp<"topk", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "The k largest (or smallest) elements along `axis` and their int64 indices";
   let description = [{
     Always sorted (largest first, or smallest first), equal values in increasing
@@ -160,7 +162,7 @@ def Ortc_TopKOp : Ortc_ShapeOp<"topk", [InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($values) `,` type($indices)";
 }
 
-def Ortc_CumSumOp : Ortc_ShapeOp<"cumsum", [SameOperandsAndResultType]> {
+def Ortc_CumSumOp : Ortc_ShapeOp<"cumsum", [Ortc_RecomputeOpInterface, SameOperandsAndResultType]> {
   let summary = "Cumulative sum along `axis` (ONNX CumSum: exclusive, reverse)";
   let description = [{
     Floats accumulate in double. The gradient is the cumulative sum of dy in the
@@ -174,7 +176,7 @@ def Ortc_CumSumOp : Ortc_ShapeOp<"cumsum", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Ortc_GatherElementsOp : Ortc_ShapeOp<"gather_elements", [InferTypeOpAdaptor]> {
+def Ortc_GatherElementsOp : Ortc_ShapeOp<"gather_elements", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherElements with run-time indices (negative ones wrap once)";
   let description = [{
     result[c] = data[c with c[axis] replaced by indices[c]]; the result has the

@@ -1,0 +1,33 @@
+// Recompute (gradient checkpointing) passes: trade FLOPs for activation memory.
+#ifndef ORTC_PASSES_CHECKPOINTING_PASSES_TD
+#define ORTC_PASSES_CHECKPOINTING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
+  let summary = "Recomputes forward values in the backward instead of keeping them live";
+  let description = [{
+    Runs after the training passes and before kernel formation and memory planning.
+    A forward value that the backward reads lives in the arena from the forward to
+    its last backward use; a recomputed one is computed again (an `ortc.recompute`
+    clone of its producer, placed before its first backward reader) from values that
+    live anyway, so it lives only in the backward. Which values: the `policy`.
+    `selective` recomputes the cheap ones (RecomputeOpInterface: at most
+    `cheap-flops` operations per result element: elementwise ops, GELU, dropout from
+    its counter-based generator, normalisations, softmax, gathers and data movement),
+    through chains of cheap forward values, where every value the chain reads is one
+    the backward keeps anyway (a step input, a weight, or a value the backward reads
+    itself). Each step function records what was chosen: `ortc.recomputed` (how many
+    values) and `ortc.recompute_flops` (what the clones add) beside
+    `ortc.forward_flops` (the forward's RecomputeOpInterface operations).
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
+           "none | selective">,
+    Option<"cheapFlops", "cheap-flops", "int64_t", /*default=*/"16",
+           "selective: the most operations per result element of a recomputed op">
+  ];
+  let dependentDialects = ["::ortc::OrtcDialect"];
+}
+
+#endif // ORTC_PASSES_CHECKPOINTING_PASSES_TD
