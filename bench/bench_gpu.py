@@ -56,6 +56,8 @@ def parse_args(argv=None):
     ap.add_argument('--emu-dir', default=os.path.join(REPO, 'build/test/gpu/emu'))
     ap.add_argument('--prepare', metavar='DIR', help='only export, build and write feeds into DIR (no runs)')
     ap.add_argument('--prepared', metavar='DIR', help='run what --prepare wrote into DIR (no ortc compiler needed)')
+    ap.add_argument('--recompute', metavar='POLICY',
+                    help='also build and time each model with ortc build --recompute POLICY (a column of its own)')
     ap.add_argument('--torch-modes', nargs='+', metavar='MODE:PRECISION',
                     help='PyTorch columns (default: %s)' % ' '.join('%s:%s' % m for m in TORCH_MODES))
     ap.add_argument('--worker', help=argparse.SUPPRESS)
@@ -87,12 +89,16 @@ def device_bytes(artifact):
     return total + max(f['arena_bytes'] for f in m['functions'].values())
 
 
-def build_cuda(args, spec, workdir):
+def cuda_artifact(workdir, spec, recompute='none'):
+    return os.path.join(workdir, spec['slug'] + ('.cuda.ortc' if recompute == 'none' else '.cuda-%s.ortc' % recompute))
+
+
+def build_cuda(args, spec, workdir, recompute='none'):
     """The CUDA artifact of one model (--no-params: a 124M-parameter artifact stays small enough to
     travel to the GPU machine; the weights are drawn there with --init-seed)."""
-    art = os.path.join(workdir, spec['slug'] + '.cuda.ortc')
+    art = cuda_artifact(workdir, spec, recompute)
     cmd = [args.ortc, 'build', spec['onnx'], '-o', art, '--target', 'cuda', '--dim', 'batch=%d' % spec['cfg']['batch'],
-           '--no-params'] + bench_cpu.optimizer_flags(spec['cfg'])
+           '--no-params', '--recompute', recompute] + bench_cpu.optimizer_flags(spec['cfg'])
     p = subprocess.run(cmd, capture_output=True, text=True, env=env_for(args), timeout=args.timeout)
     if p.returncode:
         raise RuntimeError('ortc build: ' + bench_cpu.short_error(p))
@@ -207,6 +213,8 @@ def main():
                 os.replace(spec[key], moved)
                 spec[key] = moved
             build_cuda(args, spec, args.prepare)
+            if args.recompute:
+                build_cuda(args, spec, args.prepare, args.recompute)
             bench_cpu.write_spec(spec, os.path.join(args.prepare, spec['slug'] + '_spec.json'))
             print('prepared %s' % name, file=sys.stderr)
         return 0
@@ -217,7 +225,11 @@ def main():
         workdir = args.workdir or tempfile.mkdtemp(prefix='ortc-bench-gpu-')
         os.makedirs(workdir, exist_ok=True)
         work = [bench_cpu.prepare_model(name, models[name], workdir) + (None,) for name in names]
-    header = ['model', 'ortc (cuda%s)' % (', emulated' if args.emulate else '')] + [
+    # --prepared: the recompute column is there when --prepare built its artifacts.
+    recompute = args.recompute or next((p.split('.cuda-')[1][:-len('.ortc')] for p in os.listdir(args.prepared)
+                                        if '.cuda-' in p), None) if args.prepared else args.recompute
+    header = ['model', 'ortc (cuda%s)' % (', emulated' if args.emulate else '')] + (
+        ['ortc (cuda, --recompute %s)' % recompute] if recompute else []) + [
         'PyTorch %s %s' % m for m in modes] + ['ortc vs best PyTorch']
     rows = []
     for spec, spec_path, art in work:
@@ -227,10 +239,19 @@ def main():
             ours = train_cuda(args, spec, art or build_cuda(args, spec, spec['workdir']), spec['workdir'])
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             ours = dict(error=str(e).splitlines()[-1][:300])
+        extra = []
+        if recompute:
+            try:
+                rc = cuda_artifact(spec['workdir'], spec, recompute)
+                if not art:
+                    build_cuda(args, spec, spec['workdir'], recompute)
+                extra = [fmt(train_cuda(args, spec, rc, spec['workdir']), tokens)]
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                extra = [fmt(dict(error=str(e).splitlines()[-1][:300]), tokens)]
         theirs = [run_torch(args, spec_path, *m) for m in modes]
         timed = [t['ms'] for t in theirs if 'error' not in t]
         speedup = '%.2fx' % (min(timed) / ours['ms']) if timed and 'error' not in ours else 'n/a'
-        rows.append([spec['name'], fmt(ours, tokens)] + [fmt(t, tokens) for t in theirs] + [speedup])
+        rows.append([spec['name'], fmt(ours, tokens)] + extra + [fmt(t, tokens) for t in theirs] + [speedup])
         if 'error' not in ours:
             print('%s: ortc loss %.4f -> %.4f' % (spec['name'], ours['loss_1'], ours['loss_last']), file=sys.stderr)
         sys.stdout.flush()

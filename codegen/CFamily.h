@@ -33,7 +33,7 @@ namespace ortc {
 
 /// How a target spells scalar math inside kernels.
 struct ScalarSpelling {
-  std::string math;   ///< prefix of exp/log/sqrt/erf/tanh/pow: "std::" or ""
+  std::string math;   ///< prefix of exp/log/sqrt/erf/tanh/pow: "ortc::kern::vm::" or ""
   std::string minMax; ///< prefix of max<T>/min<T>: "std::" or "ortc::gpu::ortc_"
   std::string abs;    ///< "std::abs" or "ortc::gpu::ortc_abs"
   bool device = false; ///< NaN/inf as ortc::gpu::ortc_nan<T>() (device code)

@@ -26,7 +26,8 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 class CppPrinter : public KernelPrinter {
 public:
   explicit CppPrinter(const TensorTable &table)
-      : KernelPrinter(table, ScalarSpelling{"std::", "std::", "std::abs", false}) {
+      // Transcendentals through the kernel library's vectorisation-stable versions.
+      : KernelPrinter(table, ScalarSpelling{"ortc::kern::vm::", "std::", "std::abs", false}) {
     lib = "ortc::kern::";
   }
 

@@ -121,6 +121,7 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     if (options.recompute != "none") {
       RecomputeOptions rc;
       rc.policy = options.recompute;
+      rc.fusion = options.fusion != "none";
       pm.addPass(createRecompute(rc));
     }
     break;
@@ -545,7 +546,10 @@ int runBuild(const BuildOptions &options) {
                                                   : 0.0)
                    << "), +" << llvm::format("%.2f", added / 1e6) << " MFLOP ("
                    << llvm::format("%.1f%%", forward ? 100.0 * added / forward : 0.0)
-                   << " of the forward's)\n";
+                   << " of the forward's)";
+      if (auto budget = fn->getAttrOfType<IntegerAttr>("ortc.recompute_budget"))
+        llvm::errs() << ", budget " << budget.getInt() << " bytes";
+      llvm::errs() << "\n";
     }
   }
 

@@ -15,15 +15,24 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     `selective` recomputes the cheap ones (RecomputeOpInterface: at most
     `cheap-flops` operations per result element: elementwise ops, GELU, dropout from
     its counter-based generator, normalisations, softmax, gathers and data movement),
-    through chains of cheap forward values, where every value the chain reads is one
-    the backward keeps anyway (a step input, a weight, or a value the backward reads
-    itself). Each step function records what was chosen: `ortc.recomputed` (how many
-    values) and `ortc.recompute_flops` (what the clones add) beside
-    `ortc.forward_flops` (the forward's RecomputeOpInterface operations).
+    through chains of forward values, where every value the chain reads is one the
+    backward keeps anyway (a step input, a weight, or a value the backward reads
+    itself). `budget=BYTES` or `budget=PCT%` (of the arena without recompute) admits
+    every op with the interface (GEMMs, convolutions too) and recomputes, most bytes
+    per operation first, as few values as make the planned arena fit (each trial forms
+    kernels, unless `fusion=false`, and plans memory on a copy of the step); a budget
+    out of reach is an error naming the smallest arena reached. Each step function
+    records what was chosen: `ortc.recomputed` (how many values) and
+    `ortc.recompute_flops` (what the clones add, net of forward ops that moved to the
+    backward) beside `ortc.forward_flops` (the forward's RecomputeOpInterface
+    operations), and for a budget `ortc.recompute_budget` and `ortc.recompute_planned`
+    (bytes).
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
-           "none | selective">,
+           "none | selective | budget=BYTES | budget=PCT%">,
+    Option<"fusion", "fusion", "bool", /*default=*/"true",
+           "budget: trials form kernels before planning, as `--fusion default` builds">,
     Option<"cheapFlops", "cheap-flops", "int64_t", /*default=*/"16",
            "selective: the most operations per result element of a recomputed op">
   ];

@@ -2,38 +2,49 @@
 //
 // Why: every forward value the backward reads lives in the arena from the forward to
 // its last backward reader, so the train step's arena grows with depth x batch x
-// sequence. Values that are cheap to compute again from values the backward keeps
-// anyway need not live that long: a clone of their producer, run just before their
-// first backward reader, frees their bytes for the whole middle of the step.
+// sequence. Values that can be computed again from values the backward keeps anyway
+// need not live that long: a clone of their producer, run just before their first
+// backward reader, frees their bytes for the whole middle of the step.
 //
 // Algorithm (per step function with a backward):
-//  1. The forward region is the ops of stage "forward" (in a function that has a
-//     backward).
+//  1. The forward region is the ops of stage "forward".
 //  2. A forward value is saved when an op outside the forward reads it. A value is
 //     available in the backward without recompute when it is a step input, a weight
 //     or constant, a saved value, or a function result.
 //  3. A value is recomputable when its producer is a forward op with
-//     RecomputeOpInterface that the policy admits (selective: at most `cheap-flops`
-//     operations per result element), it is not a function result, and each operand
-//     is available or itself recomputable (a chain of cheap forward values, none of
-//     which the backward reads, that ends at available values). The policy chooses
+//     RecomputeOpInterface that the policy admits, it is not a function result, and
+//     each operand is available or itself recomputable (a chain of forward values,
+//     none of which the backward reads, that ends at available values). Candidates:
 //     the saved values that are recomputable.
+//     - selective admits ops of at most `cheap-flops` operations per result element and
+//       takes every candidate;
+//     - budget=BYTES|PCT% admits every op with the interface, orders the candidates by
+//       bytes freed per operation added (the value's bytes over its chain's operations),
+//       and takes the shortest prefix of that order whose step, after kernel formation
+//       and memory planning as the build will run them on a copy, fits the budget
+//       (binary search over the prefix length; an arena out of reach is an error that
+//       names the smallest one reached).
 //  4. Walk the backward ops in order; at the first reader of a chosen value, clone
 //     its producer chain just before that reader (stage "forward", marked
 //     ortc.recompute) and point every backward reader at the clone. Forward readers
-//     keep the original, which now dies in the forward.
-//     A forward op left without readers (its value was read by the backward only)
-//     is erased: it runs once, in the backward.
-//  5. Record on the function how many values were chosen, the clones' operations and
-//     the forward's (RecomputeOpInterface) operations, for the build's report.
+//     keep the original, which now dies in the forward. A forward op left without
+//     readers (its value was read by the backward only) is erased: it runs once, in
+//     the backward.
+//  5. Record on the function how many values were chosen, the operations the clones
+//     add (net of erased originals), the forward's operations, and for a budget the
+//     budget and the arena planned for it, for the build's report.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/checkpointing/Passes.h"
 
 #include "compiler/Dialect/Ortc/OpAnnotations.h"
+#include "passes/fusion/Passes.h"
+#include "passes/memory_planning/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -43,134 +54,253 @@ namespace ortc {
 
 namespace {
 
-struct RecomputePass : impl::RecomputeBase<RecomputePass> {
-  using RecomputeBase::RecomputeBase;
-
-  void runOnOperation() override {
-    if (policy != "none" && policy != "selective") {
-      getOperation().emitError("ortc-recompute: unknown policy '")
-          << policy << "' (none, selective)";
-      return signalPassFailure();
-    }
-    if (policy == "none")
-      return;
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      recompute(fn);
-  }
-
-  void recompute(func::FuncOp fn);
+/// What a policy asks for: which ops it admits, and for a budget its size.
+struct Policy {
+  enum Kind { None, Selective, Budget } kind = None;
+  int64_t bytes = -1;   ///< budget in bytes, or
+  double percent = -1;  ///< budget as a percentage of the arena without recompute
 };
 
-void RecomputePass::recompute(func::FuncOp fn) {
-  if (fn.isExternal())
-    return;
-  Block &body = fn.getBody().front();
-  Operation *ret = body.getTerminator();
-  // 1. The forward region: ops of stage "forward" (the optimizer's step counter may
-  // come first in the block, so the stage decides, not the position).
-  bool hasBackward = false;
-  DenseSet<Operation *> forwardOps;
-  for (Operation &op : body.without_terminator()) {
-    StringRef stage = stageOf(&op);
-    hasBackward |= stage == "backward";
-    if (stage == "forward" && !isRecompute(&op))
-      forwardOps.insert(&op);
+/// Parses none | selective | budget=BYTES | budget=PCT%.
+std::optional<Policy> parsePolicy(StringRef text) {
+  Policy p;
+  if (text == "none")
+    return p;
+  if (text == "selective") {
+    p.kind = Policy::Selective;
+    return p;
   }
-  if (!hasBackward)
-    return; // no backward (an eval step)
-  auto inForward = [&](Operation *op) { return op && forwardOps.count(op); };
+  if (!text.consume_front("budget=") || text.empty())
+    return std::nullopt;
+  p.kind = Policy::Budget;
+  if (text.consume_back("%")) {
+    double pct;
+    if (text.getAsDouble(pct) || !(pct > 0 && pct <= 100))
+      return std::nullopt;
+    p.percent = pct;
+    return p;
+  }
+  if (text.getAsInteger(10, p.bytes) || p.bytes <= 0)
+    return std::nullopt;
+  return p;
+}
 
-  // 2. Saved and available values.
-  DenseSet<Value> returned(ret->getOperands().begin(), ret->getOperands().end());
-  // (Computed before any clone exists: the clones read saved values too.)
-  DenseSet<Value> saved;
-  for (Operation *op : forwardOps)
-    for (Value r : op->getResults())
-      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !inForward(u); }))
-        saved.insert(r);
-  auto isAvailable = [&](Value v) {
+/// Steps 1-3 over one function: the forward, its saved values and what may be
+/// recomputed under an admission rule.
+class StepAnalysis {
+public:
+  StepAnalysis(func::FuncOp fn, std::function<bool(Operation *)> admits)
+      : admits(std::move(admits)) {
+    Block &body = fn.getBody().front();
+    for (Operation &op : body.without_terminator()) {
+      StringRef stage = stageOf(&op);
+      hasBackward |= stage == "backward";
+      if (stage == "forward" && !isRecompute(&op))
+        forward.insert(&op);
+    }
+    for (Value v : body.getTerminator()->getOperands())
+      returned.insert(v);
+    for (Operation &op : body.without_terminator())
+      if (forward.count(&op))
+        for (Value r : op.getResults())
+          if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !forward.count(u); }))
+            saved.insert(r);
+  }
+
+  bool hasBackward = false;
+  DenseSet<Operation *> forward;
+  SetVector<Value> saved; ///< in forward order
+
+  bool isAvailable(Value v) const {
     Operation *p = v.getDefiningOp();
-    return !p || isa<WeightOp, ConstantOp>(p) || !inForward(p) || returned.count(v) ||
+    return !p || isa<WeightOp, ConstantOp>(p) || !forward.count(p) || returned.count(v) ||
            saved.count(v);
-  };
+  }
 
-  // 3. What the policy admits, through chains of cheap forward values.
-  auto admits = [&](Operation *p) {
-    auto r = dyn_cast<RecomputeOpInterface>(p);
-    return r && inForward(p) &&
-           r.getRecomputeFlops() <= cheapFlops * std::max<int64_t>(1, resultElements(p));
-  };
-  DenseMap<Value, bool> memo;
-  std::function<bool(Value)> recomputable = [&](Value v) -> bool {
+  bool recomputable(Value v) {
     if (auto it = memo.find(v); it != memo.end())
       return it->second;
     Operation *p = v.getDefiningOp();
-    bool ok = p && !returned.count(v) && admits(p) &&
-              llvm::all_of(p->getOperands(), [&](Value o) {
+    bool ok = p && forward.count(p) && !returned.count(v) && isa<RecomputeOpInterface>(p) &&
+              admits(p) && llvm::all_of(p->getOperands(), [&](Value o) {
                 return isAvailable(o) || recomputable(o);
               });
     memo[v] = ok;
     return ok;
-  };
-  SetVector<Value> chosen;
+  }
+
+  /// The operations recomputing `v` costs: its producer and the chain values it needs.
+  int64_t chainFlops(Value v) {
+    DenseSet<Operation *> seen;
+    int64_t flops = 0;
+    std::function<void(Value)> visit = [&](Value x) {
+      Operation *p = x.getDefiningOp();
+      if (!seen.insert(p).second)
+        return;
+      flops += cast<RecomputeOpInterface>(p).getRecomputeFlops();
+      for (Value o : p->getOperands())
+        if (!isAvailable(o))
+          visit(o);
+    };
+    visit(v);
+    return flops;
+  }
+
+private:
+  std::function<bool(Operation *)> admits;
+  DenseSet<Value> returned;
+  DenseMap<Value, bool> memo;
+};
+
+/// Step 4: clones the producers of `chosen` (and of the values in `chain` they need)
+/// before their first backward readers in `fn`; returns the operations added.
+int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
+                       const DenseSet<Value> &chain) {
+  Block &body = fn.getBody().front();
+  DenseSet<Operation *> forward;
   for (Operation &op : body.without_terminator())
-    if (inForward(&op))
-      for (Value r : op.getResults())
-        if (saved.count(r) && recomputable(r))
-          chosen.insert(r);
-
-  int64_t forwardFlops = 0; // (before step 4 erases ops)
-  for (Operation *op : forwardOps)
-    if (auto r = dyn_cast<RecomputeOpInterface>(op))
-      forwardFlops += r.getRecomputeFlops();
-
-  // 4. Clones before the first backward reader.
+    if (stageOf(&op) == "forward" && !isRecompute(&op))
+      forward.insert(&op);
   IRMapping cloneOf;
-  int64_t addedFlops = 0;
+  int64_t added = 0;
   std::function<Value(Value, Operation *)> ensureClone = [&](Value v, Operation *before) {
     if (Value c = cloneOf.lookupOrNull(v))
       return c;
     Operation *p = v.getDefiningOp();
     IRMapping map;
     for (Value o : p->getOperands())
-      if (chosen.count(o) || (!isAvailable(o) && recomputable(o)))
+      if (chosen.count(o) || chain.count(o))
         map.map(o, ensureClone(o, before));
     OpBuilder b(before);
     Operation *clone = b.clone(*p, map);
     setStage(clone, "forward");
     setRecompute(clone);
-    addedFlops += cast<RecomputeOpInterface>(clone).getRecomputeFlops();
+    added += cast<RecomputeOpInterface>(clone).getRecomputeFlops();
     for (auto [orig, copy] : llvm::zip(p->getResults(), clone->getResults()))
       cloneOf.map(orig, copy);
     return cloneOf.lookup(v);
   };
-  SmallVector<Operation *> backward;
+  SmallVector<Operation *> later, earlier;
   for (Operation &op : body.without_terminator())
-    if (!inForward(&op))
-      backward.push_back(&op);
-  for (Operation *op : backward)
+    (forward.count(&op) ? earlier : later).push_back(&op);
+  for (Operation *op : later)
     for (OpOperand &use : op->getOpOperands())
       if (chosen.count(use.get()))
         use.set(ensureClone(use.get(), op));
-  // A value only the backward read now has no reader in the forward: it runs once, in
-  // the backward, and adds nothing.
-  SmallVector<Operation *> forward;
-  for (Operation &op : body.without_terminator())
-    if (inForward(&op))
-      forward.push_back(&op);
-  for (Operation *op : llvm::reverse(forward))
-    if (op->use_empty() && llvm::any_of(op->getResults(), [&](Value r) {
-          return cloneOf.contains(r);
-        })) {
-      addedFlops -= cast<RecomputeOpInterface>(op).getRecomputeFlops();
+  for (Operation *op : llvm::reverse(earlier))
+    if (op->use_empty() &&
+        llvm::any_of(op->getResults(), [&](Value r) { return cloneOf.contains(r); })) {
+      added -= cast<RecomputeOpInterface>(op).getRecomputeFlops();
       op->erase();
     }
+  return added;
+}
 
-  // 5. The report.
+struct RecomputePass : impl::RecomputeBase<RecomputePass> {
+  using RecomputeBase::RecomputeBase;
+
+  void runOnOperation() override {
+    std::optional<Policy> p = parsePolicy(policy);
+    if (!p) {
+      getOperation().emitError("ortc-recompute: unknown policy '")
+          << policy << "' (none, selective, budget=BYTES or budget=PCT%)";
+      return signalPassFailure();
+    }
+    if (p->kind == Policy::None)
+      return;
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (!fn.isExternal() && failed(recompute(fn, *p)))
+        return signalPassFailure();
+  }
+
+  LogicalResult recompute(func::FuncOp fn, const Policy &p);
+  /// The train-step arena of `fn` with `chosen` recomputed, planned on a copy.
+  int64_t trialArena(func::FuncOp fn, ArrayRef<Value> chosen, const DenseSet<Value> &chain);
+};
+
+int64_t RecomputePass::trialArena(func::FuncOp fn, ArrayRef<Value> chosen,
+                                  const DenseSet<Value> &chain) {
+  IRMapping map;
+  auto copy = cast<func::FuncOp>(fn->clone(map));
+  SetVector<Value> chosenCopy;
+  DenseSet<Value> chainCopy;
+  for (Value v : chosen)
+    chosenCopy.insert(map.lookup(v));
+  for (Value v : chain)
+    chainCopy.insert(map.lookup(v));
+  applyRecompute(copy, chosenCopy, chainCopy);
+  if (fusion)
+    formKernels(copy);
+  int64_t bytes = succeeded(planMemory(copy))
+                      ? copy->getAttrOfType<IntegerAttr>("ortc.arena_bytes").getInt()
+                      : INT64_MAX;
+  copy->erase();
+  return bytes;
+}
+
+LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
+  auto admits = [&](Operation *op) {
+    return p.kind == Policy::Budget ||
+           cast<RecomputeOpInterface>(op).getRecomputeFlops() <=
+               cheapFlops * std::max<int64_t>(1, resultElements(op));
+  };
+  StepAnalysis step(fn, admits);
+  if (!step.hasBackward)
+    return success(); // no backward (an eval step)
+  int64_t forwardFlops = 0;
+  for (Operation *op : step.forward)
+    if (auto r = dyn_cast<RecomputeOpInterface>(op))
+      forwardFlops += r.getRecomputeFlops();
+
+  SmallVector<Value> candidates;
+  for (Value v : step.saved)
+    if (step.recomputable(v))
+      candidates.push_back(v);
+  DenseSet<Value> chain; // values the chains read that the backward does not keep
+  for (Operation *op : step.forward)
+    for (Value r : op->getResults())
+      if (!step.isAvailable(r) && step.recomputable(r))
+        chain.insert(r);
+
   Builder b(fn.getContext());
+  SmallVector<Value> chosen = candidates;
+  if (p.kind == Policy::Budget) {
+    // Most bytes freed per operation added first (ties: forward order).
+    DenseMap<Value, double> density;
+    for (Value v : candidates)
+      density[v] = double(byteSize(v.getType())) / double(std::max<int64_t>(1, step.chainFlops(v)));
+    llvm::stable_sort(candidates, [&](Value a, Value c) { return density[a] > density[c]; });
+    int64_t plain = trialArena(fn, {}, chain);
+    int64_t budget = p.bytes > 0 ? p.bytes : int64_t(double(plain) * p.percent / 100.0);
+    int64_t best = plain;
+    SmallVector<Value> taken;
+    // The planned arena is not monotone in the set (a clone placed at its first reader
+    // can extend what it reads, and the greedy schedule shifts): each candidate stays
+    // only if it lowers the arena, until the budget holds.
+    for (size_t i = 0; i < candidates.size() && best > budget; ++i) {
+      taken.push_back(candidates[i]);
+      int64_t a = trialArena(fn, taken, chain);
+      if (a < best)
+        best = a;
+      else
+        taken.pop_back();
+    }
+    if (best > budget)
+      return fn.emitError("ortc-recompute: the arena of @")
+             << fn.getSymName() << " cannot fit the budget of " << budget
+             << " bytes: the smallest one recompute reaches is " << best << " bytes ("
+             << plain << " without recompute)";
+    chosen = taken;
+    fn->setAttr("ortc.recompute_budget", b.getI64IntegerAttr(budget));
+    fn->setAttr("ortc.recompute_planned", b.getI64IntegerAttr(best));
+  }
+  // (applyRecompute clones only the chain values that the chosen ones read.)
+  SetVector<Value> chosenSet(chosen.begin(), chosen.end());
+  int64_t added = applyRecompute(fn, chosenSet, chain);
   fn->setAttr("ortc.recomputed", b.getI64IntegerAttr(chosen.size()));
-  fn->setAttr("ortc.recompute_flops", b.getI64IntegerAttr(addedFlops));
+  fn->setAttr("ortc.recompute_flops", b.getI64IntegerAttr(added));
   fn->setAttr("ortc.forward_flops", b.getI64IntegerAttr(forwardFlops));
+  return success();
 }
 
 } // namespace

@@ -72,12 +72,7 @@ bool readThroughMap(Value v) {
          cast<FusionOpInterface>(p).isCheapToRecompute();
 }
 
-struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
-  void runOnOperation() override {
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      formKernels(fn);
-  }
-
+struct KernelFormer {
   void formKernels(func::FuncOp fn) {
     Block &body = fn.getBody().front();
     DenseMap<Operation *, unsigned> pos;
@@ -300,5 +295,14 @@ struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
   }
 };
 
+struct FormKernelsPass : impl::FormKernelsBase<FormKernelsPass> {
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      formKernels(fn);
+  }
+};
 } // namespace
+
+void formKernels(func::FuncOp fn) { KernelFormer().formKernels(fn); }
+
 } // namespace ortc

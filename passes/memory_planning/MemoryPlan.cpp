@@ -119,15 +119,9 @@ struct Slot {
   bool released = false;
 };
 
-struct MemoryPlanPass : impl::MemoryPlanBase<MemoryPlanPass> {
-  void runOnOperation() override {
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      plan(fn);
-  }
-  void plan(func::FuncOp fn);
-};
+} // namespace
 
-void MemoryPlanPass::plan(func::FuncOp fn) {
+LogicalResult planMemory(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<Operation *> ops;
@@ -247,8 +241,7 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
         ready.push_back(d);
   }
   if (order.size() != ops.size()) {
-    fn.emitError("ortc-memory-plan: could not schedule every op (cyclic constraints)");
-    return signalPassFailure();
+    return fn.emitError("ortc-memory-plan: could not schedule every op (cyclic constraints)");
   }
   for (Operation *op : order)
     op->moveBefore(ret);
@@ -377,7 +370,16 @@ void MemoryPlanPass::plan(func::FuncOp fn) {
   Builder b(fn.getContext());
   fn->setAttr("ortc.arena_bytes", b.getI64IntegerAttr(arenaBytes));
   fn->setAttr("ortc.arena_lower_bound", b.getI64IntegerAttr(lower));
+  return success();
 }
 
+namespace {
+struct MemoryPlanPass : impl::MemoryPlanBase<MemoryPlanPass> {
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (failed(planMemory(fn)))
+        return signalPassFailure();
+  }
+};
 } // namespace
 } // namespace ortc

@@ -16,6 +16,11 @@ namespace ortc {
 /// Byte size of a tensor value (i1 takes one byte).
 int64_t byteSize(mlir::Type type);
 
+/// ortc-memory-plan on one function: schedules its ops and records arena offsets,
+/// `ortc.arena_bytes` and `ortc.arena_lower_bound` (the recompute pass plans trial
+/// copies of a step with it).
+llvm::LogicalResult planMemory(mlir::func::FuncOp fn);
+
 } // namespace ortc
 
 #endif // ORTC_PASSES_MEMORY_PLANNING_PASSES_H

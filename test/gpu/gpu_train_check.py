@@ -7,7 +7,10 @@
 # BatchNorm, BERT's key bias: ortc-eval's float64 gradient says which) hold only rounding noise
 # on any device, which AdamW turns into full-size steps: they are not compared, nor under AdamW
 # the BatchNorm running means they feed (as test/python/test_train_vs_torch.py does). One sample also runs with graph replay off and with ortc's own GEMM
-# (ORTC_GPU_GEMM=ortc) in place of cuBLASLt. Exit 77 (skipped) where no GPU is visible.
+# (ORTC_GPU_GEMM=ortc) in place of cuBLASLt. Under AdamW each sample is also built with
+# `--recompute selective`, whose run must match the CUDA run without it within 1e-6 relative
+# (RECOMPUTE_TOL; the CPU target's test asks for the same bits). Exit 77 (skipped) where no
+# GPU is visible.
 #
 # Standard library only (the GPU machine has no package registry): .npz files are read
 # and written here.
@@ -34,6 +37,7 @@ SAMPLES = ["mlp", "cnn", "gpt2", "bert"]
 OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay", "0.01"],
               "adamw": ["--optimizer", "adamw"]}
 TOL = 1e-3
+RECOMPUTE_TOL = 1e-6
 DTYPES = {"f32": ("<f4", "f", 4), "f64": ("<f8", "d", 8), "i64": ("<i8", "q", 8),
           "i32": ("<i4", "i", 4), "bool": ("|b1", "B", 1)}
 
@@ -134,11 +138,14 @@ def main():
     for sample in args.samples:
         for opt, flags in OPTIMIZERS.items():
             paths = {}
-            for key, target in (("cpu", "cpu"), ("cuda", args.target)):
+            builds = [("cpu", "cpu", ()), ("cuda", args.target, ())]
+            if opt == "adamw":
+                builds.append(("cuda-recompute", args.target, ("--recompute", "selective")))
+            for key, target, more in builds:
                 paths[key] = os.path.join(art, "%s-%s-%s.ortc" % (sample, opt, key))
                 if not args.artifacts:
                     code, text = run([args.ortc, "build", os.path.join(ROOT, "samples", sample, sample + ".onnx"),
-                                      "--dim", "batch=4", "--target", target, "-o", paths[key]] + flags)
+                                      "--dim", "batch=4", "--target", target, "-o", paths[key]] + flags + list(more))
                     if code != 0:
                         print("FAIL %s %s: build for %s:\n%s" % (sample, opt, target, text))
                         return 1
@@ -166,8 +173,10 @@ def main():
             if ref is None:
                 print("FAIL %s %s: cpu run:\n%s" % (sample, opt, text))
                 return 1
+            runs = {}
             for name, env, extra in variants:
                 got, text = train(args.ortc_run, paths["cuda"], feed, work, "%s-%s-%s" % (sample, opt, name), env, extra)
+                runs[name] = got
                 if got is None:
                     if "there is none" in text:
                         print("no usable GPU (%s): skipped" % text.strip())
@@ -183,6 +192,20 @@ def main():
                 print("%-4s %-5s %-15s loss max rel %.2e, update max rel %.2e: %s%s" % (
                     sample, opt, name, loss_err, upd_err, "ok" if ok else "FAIL",
                     " (noise only, not compared: %s)" % ", ".join(sorted(skip)) if skip else ""))
+            base = runs.get("cuda")
+            if "cuda-recompute" in paths and base:
+                got, text = train(args.ortc_run, paths["cuda-recompute"], feed, work,
+                                  "%s-%s-cuda-recompute" % (sample, opt))
+                if got is None:
+                    print("FAIL %s %s cuda-recompute:\n%s" % (sample, opt, text))
+                    failures += 1
+                    continue
+                loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(got[0], base[0]))
+                upd_err = max(rel(got[1][k], base[1][k]) for k in base[1] if k not in skip)
+                ok = loss_err <= RECOMPUTE_TOL and upd_err <= RECOMPUTE_TOL
+                failures += not ok
+                print("%-4s %-5s %-15s vs cuda: loss max rel %.2e, update max rel %.2e: %s" % (
+                    sample, opt, "cuda-recompute", loss_err, upd_err, "ok" if ok else "FAIL"))
     return 1 if failures else 0
 
 

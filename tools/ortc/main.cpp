@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <tuple>
 #include <iostream>
 #include <sstream>
@@ -200,8 +201,26 @@ int main(int argc, char **argv) {
   build->add_option("--recompute", b.recompute,
                     "Gradient checkpointing. none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "
-                    "softmax, gathers) in the backward from values it keeps anyway")
-      ->check(CLI::IsMember({"none", "selective"}))->default_val("none");
+                    "softmax, gathers) in the backward from values it keeps anyway; "
+                    "budget=BYTES or budget=PCT% (of the arena without recompute): recompute "
+                    "as little as makes the train step's arena fit")
+      ->check(CLI::Validator(
+          [](std::string &v) -> std::string {
+            if (v == "none" || v == "selective")
+              return "";
+            std::string n = v.rfind("budget=", 0) == 0 ? v.substr(7) : "";
+            bool pct = !n.empty() && n.back() == '%';
+            if (pct)
+              n.pop_back();
+            char *end = nullptr;
+            double x = n.empty() ? 0 : std::strtod(n.c_str(), &end);
+            if (n.empty() || *end || !(x > 0) || (pct && x > 100) ||
+                (!pct && n.find_first_not_of("0123456789") != std::string::npos))
+              return "'" + v + "': want none, selective, budget=BYTES or budget=PCT% (0 < PCT <= 100)";
+            return "";
+          },
+          "POLICY"))
+      ->default_val("none");
   auto *debug = build->add_option_group("Debugging", "Look inside the compile");
   std::string phases;
   for (const std::string &p : ortc::phaseNames())

@@ -2352,6 +2352,140 @@ inline void dropoutMask(uint8_t *mask, int64_t n, double ratio, uint64_t seed,
 }
 
 //===----------------------------------------------------------------------===//
+// Vectorisation-stable math
+//===----------------------------------------------------------------------===//
+// Why: glibc's SIMD erf/exp/tanh/log (libmvec, above) round differently from the
+// scalar functions, so an element's bits depended on whether it ran in a loop's vector
+// body, its scalar remainder or a loop the compiler left scalar: on which kernel
+// computed it. A value computed again elsewhere (recompute, another fusion) must come
+// out with the same bits. These are plain arithmetic, inlined and vectorised alike
+// (with kernels built -ffp-contract=off, each operation rounds once in either form),
+// within 2 ulp of the exact result (KernelsTest's VectorStableMath). Generated kernels
+// call them for float; double keeps libm.
+namespace vm {
+namespace detail {
+inline float fromBits(int32_t i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline int32_t toBits(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+constexpr float kLn2Hi = 0.693145751953125f; // ln 2 split so that n * kLn2Hi is exact
+constexpr float kLn2Lo = 1.42860682030941723212e-6f;
+} // namespace detail
+
+/// e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7 (truncation
+/// below 2^-27), scaled by 2^n in two halves so that denormal results round once.
+inline float exp(float x) {
+  float xc = x < 89.0f ? x : 89.0f; // beyond: inf and 0 (a NaN goes through as 89)
+  xc = xc > -104.0f ? xc : -104.0f;
+  const float n = std::rint(xc * 1.44269504088896341f);
+  const float r = (xc - n * detail::kLn2Hi) - n * detail::kLn2Lo;
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = (p * (r * r) + r) + 1.0f;
+  const int32_t k = static_cast<int32_t>(n), k1 = k / 2, k2 = k - k1;
+  const float y = p * detail::fromBits((k1 + 127) << 23) * detail::fromBits((k2 + 127) << 23);
+  return x != x ? x : y;
+}
+
+/// ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f),
+/// ln m = f - (f^2/2 - s (f^2/2 + R(s^2))) with R the atanh series to s^10.
+inline float log(float x) {
+  const bool sub = x < 1.17549435e-38f; // denormals (zero and negatives: below)
+  const int32_t i = detail::toBits(sub ? x * 8388608.0f : x);
+  int32_t e = ((i >> 23) & 0xff) - (sub ? 150 : 127);
+  float m = detail::fromBits((i & 0x007fffff) | 0x3f800000);
+  const bool high = m > 1.41421356f;
+  m = high ? m * 0.5f : m;
+  e = high ? e + 1 : e;
+  const float f = m - 1.0f, s = f / (2.0f + f), s2 = s * s, hfsq = 0.5f * f * f;
+  float q = 2.0f / 9;
+  q = q * s2 + 2.0f / 7;
+  q = q * s2 + 2.0f / 5;
+  q = q * s2 + 2.0f / 3;
+  const float lnm = f - (hfsq - s * (hfsq + q * s2));
+  const float fe = static_cast<float>(e);
+  float y = (fe * detail::kLn2Lo + lnm) + fe * detail::kLn2Hi;
+  const float inf = std::numeric_limits<float>::infinity();
+  y = x == inf ? inf : y;
+  y = x == 0.0f ? -inf : y;
+  y = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : y;
+  return x != x ? x : y;
+}
+
+/// tanh x = sign(x) e / (e + 2) with e = expm1(2|x|): the Taylor series to z^11 below
+/// z = ln 2 (no cancellation), e^z - 1 above; 1 beyond |x| = 9.5.
+inline float tanh(float x) {
+  const float a = std::fabs(x), z = 2.0f * (a < 9.5f ? a : 9.5f);
+  float q = 1.0f / 39916800;
+  q = q * z + 1.0f / 3628800;
+  q = q * z + 1.0f / 362880;
+  q = q * z + 1.0f / 40320;
+  q = q * z + 1.0f / 5040;
+  q = q * z + 1.0f / 720;
+  q = q * z + 1.0f / 120;
+  q = q * z + 1.0f / 24;
+  q = q * z + 1.0f / 6;
+  q = q * z + 0.5f;
+  const float small = q * (z * z) + z;
+  const float em1 = z < 0.693147181f ? small : vm::exp(z) - 1.0f;
+  const float y = std::copysign(em1 / (em1 + 2.0f), x);
+  return x != x ? x : y;
+}
+
+/// erf x: x P(x^2) for |x| < 0.875; 1 - e^(-x^2) S(|x|) up to 3.9375 with S (= erfc x
+/// e^(x^2), smooth) a polynomial about 1.4375 below 2 and about 2.96875 above; 1 beyond.
+/// (Least-squares fits on Chebyshev nodes against float64 erf/erfc.)
+inline float erf(float x) {
+  const float a = std::fabs(x), s = a * a;
+  float p = 8.671101289e-05f;
+  p = p * s - 8.210109191e-04f;
+  p = p * s + 5.206660757e-03f;
+  p = p * s - 2.686154979e-02f;
+  p = p * s + 1.128373236e-01f;
+  p = p * s - 3.761263602e-01f;
+  p = p * s + 1.128379167e+00f;
+  const bool lo = a < 2.0f;
+  const float u = a - (lo ? 1.4375f : 2.96875f);
+  float q = lo ? -9.397937112e-05f : -1.478133814e-06f;
+  q = q * u + (lo ? 2.918029275e-04f : 6.298875197e-06f);
+  q = q * u + (lo ? -7.837608040e-04f : -2.223501399e-05f);
+  q = q * u + (lo ? 2.195215948e-03f : 8.762669399e-05f);
+  q = q * u + (lo ? -5.910684762e-03f : -3.402355633e-04f);
+  q = q * u + (lo ? 1.510260516e-02f : 1.275153000e-03f);
+  q = q * u + (lo ? -3.648584703e-02f : -4.635534114e-03f);
+  q = q * u + (lo ? 8.265209604e-02f : 1.631155827e-02f);
+  q = q * u + (lo ? -1.735411737e-01f : -5.537830666e-02f);
+  q = q * u + (lo ? 3.321175629e-01f : 1.807159347e-01f);
+  const float tail = 1.0f - vm::exp(-s) * q;
+  const float y = a < 0.875f ? a * p : (a < 3.9375f ? tail : 1.0f);
+  return x != x ? x : std::copysign(y, x);
+}
+
+inline double exp(double x) { return std::exp(x); }
+inline double log(double x) { return std::log(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline double erf(double x) { return std::erf(x); }
+/// The rest of what generated kernels call (exact, or without SIMD variants).
+using std::ceil;
+using std::cos;
+using std::floor;
+using std::pow;
+using std::rint;
+using std::sin;
+using std::sqrt;
+} // namespace vm
+
+//===----------------------------------------------------------------------===//
 // GELU
 //===----------------------------------------------------------------------===//
 
@@ -2365,15 +2499,15 @@ constexpr double kGeluKappa = 0.044715;
 /// torch.nn.functional.gelu / ONNX Gelu of one element: approximate='none':
 /// y = x * 0.5 * (1 + erf(x / sqrt(2))); approximate='tanh' (tanhApprox):
 /// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in T like
-/// PyTorch. Generated pointwise kernels call it (inlined and vectorised: erf and
-/// tanh have SIMD variants above).
+/// PyTorch. Generated pointwise kernels call it (inlined and vectorised through
+/// the vectorisation-stable erf and tanh above).
 template <typename T> inline T geluOf(T v, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T inner = T(detail::kSqrt2OverPi) * (v + T(detail::kGeluKappa) * v * v * v);
-    return half * v * (one + std::tanh(inner));
+    return half * v * (one + vm::tanh(inner));
   }
-  return v * half * (one + std::erf(v * T(detail::kSqrt1_2)));
+  return v * half * (one + vm::erf(v * T(detail::kSqrt1_2)));
 }
 
 /// Gradient of gelu for one element (PyTorch GeluBackward formulas): 'none':
@@ -2385,13 +2519,13 @@ template <typename T> inline T geluGradOf(T v, T dy, bool tanhApprox) {
   if (tanhApprox) {
     const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
     const T v2 = v * v;
-    const T t = std::tanh(beta * (v + kappa * v2 * v));
+    const T t = vm::tanh(beta * (v + kappa * v2 * v));
     const T leftD = half * (one + t);
     const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
     return dy * (leftD + half * v * rightD);
   }
-  const T cdf = half * (one + std::erf(v * T(detail::kSqrt1_2)));
-  const T pdf = T(detail::kInvSqrt2Pi) * std::exp(-half * v * v);
+  const T cdf = half * (one + vm::erf(v * T(detail::kSqrt1_2)));
+  const T pdf = T(detail::kInvSqrt2Pi) * vm::exp(-half * v * v);
   return dy * (cdf + v * pdf);
 }
 

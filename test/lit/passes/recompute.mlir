@@ -2,6 +2,9 @@
 // RUN: ortc-opt --ortc-recompute=policy=selective --ortc-memory-plan %s | FileCheck %s --check-prefix=PLAN
 // RUN: ortc-opt --ortc-recompute=policy=none %s | FileCheck %s --check-prefix=NONE
 // RUN: not ortc-opt --ortc-recompute=policy=all %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: ortc-opt --ortc-recompute=policy=budget=80%% %s | FileCheck %s --check-prefix=BUDGET
+// RUN: ortc-opt --ortc-recompute=policy=budget=100%% %s | FileCheck %s --check-prefix=ALL
+// RUN: not ortc-opt --ortc-recompute=policy=budget=100 %s 2>&1 | FileCheck %s --check-prefix=TIGHT
 
 // A two-layer MLP's step. The backward reads x (step input), u = x*w1 (for gelu_grad),
 // h = gelu(u) (for w2's gradient) and hd = dropout(h) (for w3's gradient):
@@ -69,7 +72,18 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 // NONE-LABEL: func.func @train_step
 // NONE-NOT: ortc.recompute
 
-// BAD: unknown policy 'all' (none, selective)
+// BAD: unknown policy 'all' (none, selective, budget=BYTES or budget=PCT%)
+
+// A budget of 80% of the 1280-byte arena: recomputing h alone (the most bytes per
+// operation) brings the planned arena to 512 bytes; nothing else is needed.
+// BUDGET-LABEL: func.func @train_step
+// BUDGET-SAME: ortc.recompute_budget = 1024 : i64
+// BUDGET-SAME: ortc.recompute_planned = 512 : i64, ortc.recomputed = 1 : i64
+// BUDGET: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
+// BUDGET-NOT: ortc.recompute,
+// ALL-LABEL: func.func @train_step
+// ALL-SAME: ortc.recomputed = 0 : i64
+// TIGHT: cannot fit the budget of 100 bytes: the smallest one recompute reaches is 512 bytes (1280 without recompute)
 
 // No backward (an eval step): nothing to recompute, nothing recorded.
 func.func @eval_step(%x: tensor<4xf32> {ortc.name = "x"}) -> (tensor<4xf32> {ortc.name = "y"}) {

@@ -1,0 +1,91 @@
+# Recompute trades FLOPs for memory and never changes a number: on the CPU target, every
+# sample (dropout in training mode, BatchNorm, attention, SGD with momentum and AdamW) trained
+# with `--recompute selective` and with `--recompute budget=70%` gives bit for bit the losses
+# and parameters of the same build without it (a recomputed dropout draws the same mask from
+# its counter-based generator). selective must have recomputed something and (except on the
+# MLP, whose arena peaks where nothing recomputable is live) shrunk the train step's arena; a
+# budget must hold or be refused with the smallest arena it could reach.
+import json
+import os
+import re
+import subprocess
+import unittest
+
+import numpy as np
+
+from ortc_testlib import ENV, ORTC, SAMPLES, TempDir, run, sample_path
+
+FLAGS = {"gpt2": ["--optimizer", "adamw"], "bert": ["--optimizer", "adamw"],
+         "cnn": ["--momentum", "0.9", "--weight-decay", "0.01"], "mlp": ["--optimizer", "adamw"]}
+STEPS = 4
+SUMMARY = re.compile(r"recompute \((\S+)\) @train_step: (\d+) values, arena (\d+) bytes vs (\d+) without")
+POLICIES = ("none", "selective", "budget=70%")
+
+
+def random_feed(artifact, path):
+    """STEPS batches for the train step's inputs: floats in [-1, 1), integers in {0, 1}."""
+    with open(os.path.join(artifact, "manifest.json")) as f:
+        m = json.load(f)
+    wanted = set(m["functions"]["train_step"]["inputs"])
+    rs = np.random.RandomState(3)
+    feed = {}
+    for t in m["tensors"]:
+        if t["role"] != "input" or t["name"] not in wanted:
+            continue
+        shape = [STEPS] + t["shape"]
+        feed[t["name"]] = (rs.uniform(-1, 1, shape).astype(np.float32) if t["dtype"] == "f32"
+                           else rs.randint(0, 2, shape).astype(np.int64))
+    np.savez(path, **feed)
+
+
+class RecomputeIsExact(unittest.TestCase):
+    def test_policies_train_the_same_bits(self):
+        for sample in SAMPLES:
+            with self.subTest(sample=sample), TempDir() as d:
+                results, summaries = {}, {}
+                for policy in POLICIES:
+                    art = os.path.join(d, policy.replace("=", "-").replace("%", "pct") + ".ortc")
+                    p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=4", "-o", art,
+                                        "--recompute", policy] + FLAGS[sample],
+                                       capture_output=True, text=True, env=ENV)
+                    if policy.startswith("budget") and p.returncode == 1:
+                        # Out of reach: the error names the smallest arena recompute reached.
+                        self.assertIn("cannot fit the budget", p.stderr)
+                        print("%-5s %s: %s" % (sample, policy, p.stderr.strip().splitlines()[-1]))
+                        continue
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    summaries[policy] = SUMMARY.search(p.stderr)
+                    feed = os.path.join(d, "feed.npz")
+                    if not os.path.exists(feed):
+                        random_feed(art, feed)
+                    log, params = os.path.join(d, "run.jsonl"), os.path.join(d, "p.npz")
+                    run([ORTC, "train", art, "--data", feed, "--steps", str(STEPS), "--lr", "0.01",
+                         "--log-json", log, "--save-params", params, "--quiet"])
+                    with open(log) as f:
+                        losses = [json.loads(line)["loss"] for line in f]
+                    os.remove(log)
+                    results[policy] = (losses, dict(np.load(params)))
+                for policy, m in summaries.items():
+                    if policy == "none":
+                        continue
+                    self.assertIsNotNone(m, "%s: the build printed no recompute summary" % policy)
+                    values, arena, without = map(int, m.groups()[1:])
+                    print("%-5s %-10s recomputed %d values: arena %d -> %d bytes (%.0f%%)"
+                          % (sample, policy, values, without, arena, 100.0 * (arena - without) / without))
+                    if policy == "selective":
+                        self.assertGreater(values, 0)
+                        # The MLP's arena peaks where nothing recomputable is live.
+                        (self.assertLessEqual if sample == "mlp" else self.assertLess)(arena, without)
+                    else:
+                        self.assertLessEqual(arena, 0.7 * without + 1)
+                l0, p0 = results["none"]
+                self.assertEqual(len(l0), STEPS)
+                for policy, (l1, p1) in results.items():
+                    self.assertEqual(l0, l1, policy)
+                    self.assertEqual(sorted(p0), sorted(p1))
+                    for name in p0:
+                        np.testing.assert_array_equal(p0[name], p1[name], err_msg="%s: %s" % (policy, name))
+
+
+if __name__ == "__main__":
+    unittest.main()
