@@ -470,7 +470,9 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << L << "gatherGrad(" << typed(g.getDy()) << ", dims, "
              << typeOf(res).getRank() << ", " << g.getAxis() << ", " << typed(g.getIndices())
              << ", " << numElements(g.getIndices()) << ", " << typed(res, true) << ", s);\n";
-        gridNote(numElements(g.getDy()), "zero-fill, then atomic adds, one dy element per thread");
+        gridNote(numElements(g.getIndices()),
+                 "zero-fill, then one block per index position; the first position of each "
+                 "row adds that row's positions in order");
         return success();
       })
       .Case([&](GatherElementsOp g) {

@@ -82,6 +82,9 @@ struct BuildOptions {
   std::vector<std::string> argv;
   bool timing = false;
   std::string report;  ///< --report FILE.json: kernels, compile units, cache hits, times
+  /// --memory-timeline FILE.svg|.html: the train step's arena in use over its schedule
+  /// (with the plan without recompute beside it when --recompute is on).
+  std::string memoryTimeline;
   unsigned jobs = 0;   ///< -j: kernel units compiled at once; 0: one per core
 };
 

@@ -198,6 +198,65 @@ bool writeAtomically(const std::string &path, const std::string &text) {
 
 } // namespace
 
+/// The arena in use over the train step's schedule as an SVG line chart (wrapped in a page
+/// for .html): `step` as built, and `plain`, when given, as it would be without recompute.
+/// The x axis is the fraction of each schedule (recompute adds ops), the y axis MiB.
+static std::string memoryTimeline(func::FuncOp step, func::FuncOp plain,
+                                  const std::string &policy, bool html) {
+  struct Line {
+    std::vector<int64_t> bytes;
+    std::string label, colour;
+  };
+  std::vector<Line> lines;
+  if (plain)
+    lines.push_back({arenaBytesOverSchedule(plain), "without recompute", "#888888"});
+  lines.push_back({arenaBytesOverSchedule(step),
+                   plain ? "--recompute " + policy : std::string("arena in use"), "#1f5fbf"});
+  int64_t top = 1;
+  for (const Line &l : lines)
+    for (int64_t b : l.bytes)
+      top = std::max(top, b);
+  const int w = 880, h = 320, x0 = 70, y0 = 30; // plot area, pixels
+  const double mib = top / 1048576.0;
+  std::string svg;
+  llvm::raw_string_ostream os(svg);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << x0 + w + 20 << "\" height=\""
+     << y0 + h + 60 << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  os << "<text x=\"" << x0 << "\" y=\"18\" font-size=\"14\">@" << step.getSymName()
+     << ": arena in use over the schedule (peak " << llvm::format("%.2f", mib) << " MiB)</text>\n";
+  os << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << w << "\" height=\"" << h
+     << "\" fill=\"none\" stroke=\"#cccccc\"/>\n";
+  for (int k = 0; k <= 4; ++k) { // y ticks
+    int y = y0 + h - h * k / 4;
+    os << "<text x=\"" << x0 - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
+       << llvm::format("%.3g", mib * k / 4) << "</text>\n";
+  }
+  os << "<text x=\"14\" y=\"" << y0 + h / 2 << "\" transform=\"rotate(-90 14 " << y0 + h / 2
+     << ")\" text-anchor=\"middle\">MiB</text>\n";
+  os << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 + h + 36
+     << "\" text-anchor=\"middle\">position in the step's schedule (forward, backward, "
+        "optimizer)</text>\n";
+  for (auto [i, l] : llvm::enumerate(lines)) {
+    os << "<polyline fill=\"none\" stroke=\"" << l.colour << "\" stroke-width=\"1.5\" points=\"";
+    size_t n = std::max<size_t>(l.bytes.size(), 2);
+    for (size_t t = 0; t < l.bytes.size(); ++t)
+      os << llvm::format("%.1f,%.1f ", x0 + w * double(t) / double(n - 1),
+                         y0 + h - h * double(l.bytes[t]) / double(top));
+    os << "\"/>\n";
+    int64_t peak = 0;
+    for (int64_t b : l.bytes)
+      peak = std::max(peak, b);
+    os << "<text x=\"" << x0 + 10 + 330 * i << "\" y=\"" << y0 + h + 52 << "\" fill=\""
+       << l.colour << "\">" << l.label << ": peak "
+       << llvm::format("%.2f", peak / 1048576.0) << " MiB, " << l.bytes.size() << " ops</text>\n";
+  }
+  os << "</svg>\n";
+  if (!html)
+    return svg;
+  return "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>ortc memory timeline"
+         "</title></head><body>\n" + svg + "</body></html>\n";
+}
+
 /// The process's peak resident memory in MB: VmHWM, which (unlike getrusage's
 /// ru_maxrss, inherited across exec from the parent) counts this program only;
 /// child compilers are not included.
@@ -476,6 +535,7 @@ int runBuild(const BuildOptions &options) {
   // With a recompute policy, the arena each step function would need without it: the
   // module as the training passes left it, fused and planned on the side.
   std::map<std::string, int64_t> arenaWithoutRecompute;
+  OwningOpRef<ModuleOp> withoutRecompute; // kept for --memory-timeline
   for (int p = 0; p <= static_cast<int>(last) && p <= static_cast<int>(Phase::Schedule); ++p) {
     current = static_cast<Phase>(p);
     PassManager pm(&ctx);
@@ -495,10 +555,12 @@ int runBuild(const BuildOptions &options) {
       PassManager side(&ctx);
       buildPhasePipeline(Phase::Fusion, side, options);
       buildPhasePipeline(Phase::Schedule, side, options);
-      if (succeeded(side.run(*plain)))
+      if (succeeded(side.run(*plain))) {
         for (auto fn : plain->getOps<func::FuncOp>())
           if (auto bytes = fn->getAttrOfType<IntegerAttr>("ortc.arena_bytes"))
             arenaWithoutRecompute[fn.getSymName().str()] = bytes.getInt();
+        withoutRecompute = std::move(plain);
+      }
     }
     if (current == Phase::Training)
       if (const char *kind = std::getenv("ORTC_TEST_INTERNAL_ERROR"); kind && *kind)
@@ -550,6 +612,20 @@ int runBuild(const BuildOptions &options) {
       if (auto budget = fn->getAttrOfType<IntegerAttr>("ortc.recompute_budget"))
         llvm::errs() << ", budget " << budget.getInt() << " bytes";
       llvm::errs() << "\n";
+    }
+  }
+
+  if (!options.memoryTimeline.empty() && last >= Phase::Schedule) {
+    auto step = module->lookupSymbol<func::FuncOp>("train_step");
+    auto plainStep =
+        withoutRecompute ? withoutRecompute->lookupSymbol<func::FuncOp>("train_step") : nullptr;
+    if (!step || !writeAtomically(options.memoryTimeline,
+                                  memoryTimeline(step, plainStep, options.recompute,
+                                                 llvm::StringRef(options.memoryTimeline)
+                                                     .ends_with(".html")))) {
+      if (!step)
+        llvm::errs() << "ortc: error: --memory-timeline: the model has no train step\n";
+      return 1;
     }
   }
 

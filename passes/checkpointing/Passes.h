@@ -5,12 +5,26 @@
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "mlir/Pass/Pass.h"
 
+#include <utility>
+#include <vector>
+
 namespace ortc {
 #define GEN_PASS_DECL
 #include "passes/checkpointing/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "passes/checkpointing/Passes.h.inc"
+
+/// What `--recompute budget=` chooses among in `fn` (a step function with a backward), in
+/// the order it tries them (most bytes per operation first). For tests that compare the
+/// pass with brute force over subsets.
+std::vector<mlir::Value> budgetCandidates(mlir::func::FuncOp fn);
+
+/// The arena of `fn` with `chosen` (values of budgetCandidates(fn)) recomputed, kernels
+/// formed if `fusion`, and memory planned, on a copy; and the operations the recompute
+/// adds.
+std::pair<int64_t, int64_t> plannedWith(mlir::func::FuncOp fn, llvm::ArrayRef<mlir::Value> chosen,
+                                        bool fusion);
 } // namespace ortc
 
 #endif // ORTC_PASSES_CHECKPOINTING_PASSES_H

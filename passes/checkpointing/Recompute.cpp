@@ -196,6 +196,49 @@ int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
   return added;
 }
 
+/// The candidates of a policy in `step` and the chain values they may read.
+void candidatesOf(StepAnalysis &step, SmallVectorImpl<Value> &candidates, DenseSet<Value> &chain) {
+  for (Value v : step.saved)
+    if (step.recomputable(v))
+      candidates.push_back(v);
+  for (Operation *op : step.forward)
+    for (Value r : op->getResults())
+      if (!step.isAvailable(r) && step.recomputable(r))
+        chain.insert(r);
+}
+
+/// A budget's order: most bytes freed per operation added first (ties: forward order).
+void orderByDensity(StepAnalysis &step, SmallVectorImpl<Value> &candidates) {
+  DenseMap<Value, double> density;
+  for (Value v : candidates)
+    density[v] = double(byteSize(v.getType())) / double(std::max<int64_t>(1, step.chainFlops(v)));
+  llvm::stable_sort(candidates, [&](Value a, Value c) { return density[a] > density[c]; });
+}
+
+/// The arena of `fn` with `chosen` recomputed (and the operations added), planned on a
+/// copy as the build will: kernels formed (if `fusion`), then memory planned.
+std::pair<int64_t, int64_t> trial(func::FuncOp fn, ArrayRef<Value> chosen,
+                                  const DenseSet<Value> &chain, bool fusion) {
+  IRMapping map;
+  auto copy = cast<func::FuncOp>(fn->clone(map));
+  SetVector<Value> chosenCopy;
+  DenseSet<Value> chainCopy;
+  for (Value v : chosen)
+    chosenCopy.insert(map.lookup(v));
+  for (Value v : chain)
+    chainCopy.insert(map.lookup(v));
+  int64_t added = applyRecompute(copy, chosenCopy, chainCopy);
+  if (fusion)
+    formKernels(copy);
+  int64_t bytes = succeeded(planMemory(copy))
+                      ? copy->getAttrOfType<IntegerAttr>("ortc.arena_bytes").getInt()
+                      : INT64_MAX;
+  copy->erase();
+  return {bytes, added};
+}
+
+bool admitsAll(Operation *) { return true; }
+
 struct RecomputePass : impl::RecomputeBase<RecomputePass> {
   using RecomputeBase::RecomputeBase;
 
@@ -214,29 +257,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
   }
 
   LogicalResult recompute(func::FuncOp fn, const Policy &p);
-  /// The train-step arena of `fn` with `chosen` recomputed, planned on a copy.
-  int64_t trialArena(func::FuncOp fn, ArrayRef<Value> chosen, const DenseSet<Value> &chain);
 };
-
-int64_t RecomputePass::trialArena(func::FuncOp fn, ArrayRef<Value> chosen,
-                                  const DenseSet<Value> &chain) {
-  IRMapping map;
-  auto copy = cast<func::FuncOp>(fn->clone(map));
-  SetVector<Value> chosenCopy;
-  DenseSet<Value> chainCopy;
-  for (Value v : chosen)
-    chosenCopy.insert(map.lookup(v));
-  for (Value v : chain)
-    chainCopy.insert(map.lookup(v));
-  applyRecompute(copy, chosenCopy, chainCopy);
-  if (fusion)
-    formKernels(copy);
-  int64_t bytes = succeeded(planMemory(copy))
-                      ? copy->getAttrOfType<IntegerAttr>("ortc.arena_bytes").getInt()
-                      : INT64_MAX;
-  copy->erase();
-  return bytes;
-}
 
 LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   auto admits = [&](Operation *op) {
@@ -253,24 +274,14 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
       forwardFlops += r.getRecomputeFlops();
 
   SmallVector<Value> candidates;
-  for (Value v : step.saved)
-    if (step.recomputable(v))
-      candidates.push_back(v);
   DenseSet<Value> chain; // values the chains read that the backward does not keep
-  for (Operation *op : step.forward)
-    for (Value r : op->getResults())
-      if (!step.isAvailable(r) && step.recomputable(r))
-        chain.insert(r);
+  candidatesOf(step, candidates, chain);
 
   Builder b(fn.getContext());
   SmallVector<Value> chosen = candidates;
   if (p.kind == Policy::Budget) {
-    // Most bytes freed per operation added first (ties: forward order).
-    DenseMap<Value, double> density;
-    for (Value v : candidates)
-      density[v] = double(byteSize(v.getType())) / double(std::max<int64_t>(1, step.chainFlops(v)));
-    llvm::stable_sort(candidates, [&](Value a, Value c) { return density[a] > density[c]; });
-    int64_t plain = trialArena(fn, {}, chain);
+    orderByDensity(step, candidates);
+    int64_t plain = trial(fn, {}, chain, fusion).first;
     int64_t budget = p.bytes > 0 ? p.bytes : int64_t(double(plain) * p.percent / 100.0);
     int64_t best = plain;
     SmallVector<Value> taken;
@@ -279,7 +290,7 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
     // only if it lowers the arena, until the budget holds.
     for (size_t i = 0; i < candidates.size() && best > budget; ++i) {
       taken.push_back(candidates[i]);
-      int64_t a = trialArena(fn, taken, chain);
+      int64_t a = trial(fn, taken, chain, fusion).first;
       if (a < best)
         best = a;
       else
@@ -304,4 +315,22 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
 }
 
 } // namespace
+
+std::vector<Value> budgetCandidates(func::FuncOp fn) {
+  StepAnalysis step(fn, admitsAll);
+  SmallVector<Value> candidates;
+  DenseSet<Value> chain;
+  candidatesOf(step, candidates, chain);
+  orderByDensity(step, candidates);
+  return {candidates.begin(), candidates.end()};
+}
+
+std::pair<int64_t, int64_t> plannedWith(func::FuncOp fn, ArrayRef<Value> chosen, bool fusion) {
+  StepAnalysis step(fn, admitsAll);
+  SmallVector<Value> candidates;
+  DenseSet<Value> chain;
+  candidatesOf(step, candidates, chain);
+  return trial(fn, chosen, chain, fusion);
+}
+
 } // namespace ortc

@@ -373,6 +373,52 @@ LogicalResult planMemory(func::FuncOp fn) {
   return success();
 }
 
+std::vector<int64_t> arenaBytesOverSchedule(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  DenseMap<Operation *, int64_t> pos;
+  for (auto [i, op] : llvm::enumerate(body.getOperations()))
+    pos[&op] = i;
+  const int64_t n = body.getOperations().size();
+  // Each arena value's slot and the span from its producer to its last reader (reshape
+  // views read it too).
+  struct Span {
+    int64_t offset, size, start, end;
+  };
+  std::vector<Span> spans;
+  std::function<int64_t(Value)> lastUse = [&](Value v) {
+    int64_t last = -1;
+    for (Operation *u : v.getUsers()) {
+      last = std::max(last, pos.lookup(u));
+      if (auto r = dyn_cast<ReshapeOp>(u))
+        last = std::max(last, lastUse(r.getResult()));
+    }
+    return last;
+  };
+  for (Operation &op : body.without_terminator()) {
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+    if (!offsets)
+      continue;
+    for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
+      if (off >= 0 && !isa<ReshapeOp>(op))
+        spans.push_back({off, llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign),
+                         pos[&op], std::max(pos[&op], lastUse(r))});
+  }
+  std::vector<int64_t> bytes(n, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<std::pair<int64_t, int64_t>> live;
+    for (const Span &s : spans)
+      if (s.start <= t && t <= s.end)
+        live.push_back({s.offset, s.offset + s.size});
+    llvm::sort(live);
+    int64_t end = 0;
+    for (auto [b, e] : live) { // union: an in-place result shares its operand's slot
+      bytes[t] += std::max<int64_t>(0, e - std::max(b, end));
+      end = std::max(end, e);
+    }
+  }
+  return bytes;
+}
+
 namespace {
 struct MemoryPlanPass : impl::MemoryPlanBase<MemoryPlanPass> {
   void runOnOperation() override {

@@ -6,6 +6,8 @@
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "mlir/Pass/Pass.h"
 
+#include <vector>
+
 namespace ortc {
 #define GEN_PASS_DECL
 #include "passes/memory_planning/Passes.h.inc"
@@ -20,6 +22,10 @@ int64_t byteSize(mlir::Type type);
 /// `ortc.arena_bytes` and `ortc.arena_lower_bound` (the recompute pass plans trial
 /// copies of a step with it).
 llvm::LogicalResult planMemory(mlir::func::FuncOp fn);
+
+/// Of a planned function: the arena bytes in use at each op of its schedule (the union of
+/// the slots of the values live there), for the memory timeline of `ortc build`.
+std::vector<int64_t> arenaBytesOverSchedule(mlir::func::FuncOp fn);
 
 } // namespace ortc
 

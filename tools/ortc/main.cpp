@@ -236,6 +236,17 @@ int main(int argc, char **argv) {
   debug->add_flag("--timing", b.timing,
                   "Print the time of each phase and pass, each kernel unit's compile and "
                   "cache hits");
+  debug->add_option("--memory-timeline", b.memoryTimeline,
+                    "Draw the train step's arena in use over its schedule (with the plan "
+                    "without recompute beside it under --recompute) into FILE.svg or FILE.html")
+      ->check(CLI::Validator(
+          [](std::string &v) -> std::string {
+            if ((v.size() > 4 && v.compare(v.size() - 4, 4, ".svg") == 0) ||
+                (v.size() > 5 && v.compare(v.size() - 5, 5, ".html") == 0))
+              return "";
+            return "'" + v + "': want FILE.svg or FILE.html";
+          },
+          "FILE.svg|FILE.html"));
   debug->add_option("--report", b.report,
                     "Write a JSON report: kernels (launches, distinct), compile units, cache "
                     "hits, phase times");

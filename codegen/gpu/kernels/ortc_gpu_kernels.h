@@ -576,16 +576,48 @@ void gather(const T *data, const int64_t *dims, int rank, int axis, const int64_
   poisonIfFlagKernel<<<gridFor(n), kBlock, 0, s>>>(out, n);
 }
 
-/// dx[o, idx[j], i] += dy[o, j, i] with atomics (repeated indices accumulate in an
-/// unspecified order: the only nondeterministic kernel besides conv/pool grads).
+/// dx[o, k, i] = the sum of dy[o, j, i] over the positions j with idx[j] == k, added in
+/// order of j, as the CPU target adds them (no atomics: the same bits on every run). One
+/// block per (o, j): if an earlier position names the same row, that position's block
+/// owns it; otherwise the block walks the later positions a block-size chunk at a time,
+/// lists the matching ones in order (thread 0, in shared memory) and adds their dy rows
+/// into dx's row, each thread over its own columns. Rows no index names stay zero.
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) gatherGradKernel(const T *dy, int64_t A, int64_t inner, const int64_t *idx, int64_t nIdx, T *dx, int64_t n) {
-  if (ortcErrorFlag)
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) gatherGradKernel(const T *dy, int64_t A, int64_t inner, const int64_t *idx, int64_t nIdx, T *dx, int64_t blocks) {
+  __shared__ int64_t matched[kBlock];
+  __shared__ unsigned char hit[kBlock];
+  __shared__ int count;
+  if (ortcErrorFlag) // set by checkIndexKernel before this kernel: the same for every block
     return;
-  ORTC_FOR(t, n) {
-    const int64_t i = t % inner, r = t / inner, j = r % nIdx, o = r / nIdx;
-    const int64_t k = idx[j] < 0 ? idx[j] + A : idx[j];
-    atomicAdd(dx + (o * A + k) * inner + i, dy[t]);
+  auto row = [&](int64_t q) { return idx[q] < 0 ? idx[q] + A : idx[q]; };
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const int64_t o = b / nIdx, j = b % nIdx, k = row(j);
+    int earlier = 0;
+    for (int64_t q = threadIdx.x; q < j; q += blockDim.x)
+      earlier |= row(q) == k;
+    if (blockReduce(earlier, [](int x, int y) { return x | y; }, 0))
+      continue; // an earlier block owns this row
+    T *out = dx + (o * A + k) * inner;
+    for (int64_t base = j; base < nIdx; base += blockDim.x) {
+      const int64_t q = base + threadIdx.x;
+      hit[threadIdx.x] = q < nIdx && row(q) == k;
+      ORTC_BARRIER();
+      if (threadIdx.x == 0) {
+        int c = 0;
+        for (unsigned t = 0; t < blockDim.x; ++t)
+          if (hit[t])
+            matched[c++] = base + t;
+        count = c;
+      }
+      ORTC_BARRIER();
+      for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+        T acc = out[i];
+        for (int c = 0; c < count; ++c)
+          acc += dy[(o * nIdx + matched[c]) * inner + i];
+        out[i] = acc;
+      }
+      ORTC_BARRIER();
+    }
   }
 }
 template <typename T>
@@ -594,11 +626,11 @@ void gatherGrad(const T *dy, const int64_t *dims, int rank, int axis, const int6
   if (axis < 0)
     axis += rank;
   const int64_t outer = product(dims, axis), A = dims[axis], inner = product(dims + axis + 1, rank - axis - 1);
-  const int64_t n = outer * nIdx * inner, total = outer * A * inner;
+  const int64_t total = outer * A * inner;
   clearFlagKernel<<<1, 1, 0, s>>>();
   checkIndexKernel<<<gridFor(nIdx), kBlock, 0, s>>>(idx, nIdx, A);
   ORTC_MEMSET_ASYNC(dx, 0, total * sizeof(T), s);
-  gatherGradKernel<<<gridFor(n), kBlock, 0, s>>>(dy, A, inner, idx, nIdx, dx, n);
+  gatherGradKernel<<<gridFor(outer * nIdx, 1), kBlock, 0, s>>>(dy, A, inner, idx, nIdx, dx, outer * nIdx);
   poisonIfFlagKernel<<<gridFor(total), kBlock, 0, s>>>(dx, total);
 }
 
