@@ -12,25 +12,27 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     its last backward use; a recomputed one is computed again (an `ortc.recompute`
     clone of its producer, placed before its first backward reader) from values that
     live anyway, so it lives only in the backward. Which values: the `policy`.
-    `selective` recomputes the cheap ones (RecomputeOpInterface: at most
-    `cheap-flops` operations per result element: elementwise ops, GELU, dropout from
-    its counter-based generator, normalisations, softmax, gathers and data movement),
+    `selective` recomputes cheap ones (RecomputeOpInterface: at most `cheap-flops`
+    operations per result element: elementwise ops, GELU, dropout from its
+    counter-based generator, normalisations, softmax, gathers and data movement),
     through chains of forward values, where every value the chain reads is one the
     backward keeps anyway (a step input, a weight, or a value the backward reads
-    itself). `budget=BYTES` or `budget=PCT%` (of the arena without recompute) admits
-    every op with the interface (GEMMs, convolutions too) and recomputes, most bytes
-    per operation first, as few values as make the planned arena fit (each trial forms
-    kernels, unless `fusion=false`, and plans memory on a copy of the step); a budget
-    out of reach is an error naming the smallest arena reached. Each step function
-    records what was chosen: `ortc.recomputed` (how many values) and
-    `ortc.recompute_flops` (what the clones add, net of forward ops that moved to the
-    backward) beside `ortc.forward_flops` (the forward's RecomputeOpInterface
-    operations), and for a budget `ortc.recompute_budget` and `ortc.recompute_planned`
-    (bytes).
+    itself): most bytes per operation first, each kept only if the arena planned on a
+    copy of the step (kernels formed unless `fusion=false`, memory planned) is smaller
+    with it (`plan=false`: every candidate). `budget=BYTES` or `budget=PCT%` (of the
+    arena without recompute) admits every op with the interface (GEMMs, convolutions
+    too) and takes candidates the same way until the planned arena fits; a budget out
+    of reach is an error naming the smallest arena reached. Each step function records
+    what was chosen: `ortc.recomputed` (how many values) and `ortc.recompute_flops`
+    (what the clones add, net of forward ops that moved to the backward) beside
+    `ortc.forward_flops` (the forward's RecomputeOpInterface operations), the planned
+    arena `ortc.recompute_planned` and for a budget `ortc.recompute_budget` (bytes).
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
            "none | selective | budget=BYTES | budget=PCT%">,
+    Option<"plan", "plan", "bool", /*default=*/"true",
+           "selective: keep only the candidates that lower the planned arena (false: all)">,
     Option<"fusion", "fusion", "bool", /*default=*/"true",
            "budget: trials form kernels before planning, as `--fusion default` builds">,
     Option<"cheapFlops", "cheap-flops", "int64_t", /*default=*/"16",

@@ -31,8 +31,8 @@
 //     readers (its value was read by the backward only) is erased: it runs once, in
 //     the backward.
 //  5. Record on the function how many values were chosen, the operations the clones
-//     add (net of erased originals), the forward's operations, and for a budget the
-//     budget and the arena planned for it, for the build's report.
+//     add (net of erased originals), the forward's operations, the arena planned and
+//     for a budget the budget, for the build's report.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/checkpointing/Passes.h"
@@ -278,33 +278,37 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   candidatesOf(step, candidates, chain);
 
   Builder b(fn.getContext());
-  SmallVector<Value> chosen = candidates;
+  // Most bytes per operation first; each candidate stays only if the planned arena is
+  // smaller with it (it is not monotone in the set: a clone placed at its first reader can
+  // extend what it reads, and the greedy schedule shifts), until `budget` holds.
+  orderByDensity(step, candidates);
+  int64_t plain = p.kind == Policy::Budget || plan ? trial(fn, {}, chain, fusion).first : 0;
+  int64_t budget = p.kind == Policy::Selective ? 0
+                   : p.bytes > 0                ? p.bytes
+                                                : int64_t(double(plain) * p.percent / 100.0);
+  int64_t best = plain;
+  SmallVector<Value> chosen;
+  const bool planned = p.kind == Policy::Budget || plan;
+  if (!planned) // selective with plan=false: every candidate (lit tests, build speed)
+    chosen = candidates;
+  for (size_t i = 0; planned && i < candidates.size() && best > budget; ++i) {
+    chosen.push_back(candidates[i]);
+    int64_t a = trial(fn, chosen, chain, fusion).first;
+    if (a < best)
+      best = a;
+    else
+      chosen.pop_back();
+  }
   if (p.kind == Policy::Budget) {
-    orderByDensity(step, candidates);
-    int64_t plain = trial(fn, {}, chain, fusion).first;
-    int64_t budget = p.bytes > 0 ? p.bytes : int64_t(double(plain) * p.percent / 100.0);
-    int64_t best = plain;
-    SmallVector<Value> taken;
-    // The planned arena is not monotone in the set (a clone placed at its first reader
-    // can extend what it reads, and the greedy schedule shifts): each candidate stays
-    // only if it lowers the arena, until the budget holds.
-    for (size_t i = 0; i < candidates.size() && best > budget; ++i) {
-      taken.push_back(candidates[i]);
-      int64_t a = trial(fn, taken, chain, fusion).first;
-      if (a < best)
-        best = a;
-      else
-        taken.pop_back();
-    }
     if (best > budget)
       return fn.emitError("ortc-recompute: the arena of @")
              << fn.getSymName() << " cannot fit the budget of " << budget
              << " bytes: the smallest one recompute reaches is " << best << " bytes ("
              << plain << " without recompute)";
-    chosen = taken;
     fn->setAttr("ortc.recompute_budget", b.getI64IntegerAttr(budget));
-    fn->setAttr("ortc.recompute_planned", b.getI64IntegerAttr(best));
   }
+  if (planned)
+    fn->setAttr("ortc.recompute_planned", b.getI64IntegerAttr(best));
   // (applyRecompute clones only the chain values that the chosen ones read.)
   SetVector<Value> chosenSet(chosen.begin(), chosen.end());
   int64_t added = applyRecompute(fn, chosenSet, chain);

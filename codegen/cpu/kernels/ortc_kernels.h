@@ -81,6 +81,16 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
 }
 #endif
 
+// The scalar functions generated loops call (GELU, dropout, the vectorisation-stable math)
+// are always inlined: an out-of-line call keeps the loop scalar, and GCC declined to
+// inline them once erf became arithmetic (a GELU kernel went from a vector body to 9 ns
+// an element).
+#if defined(__GNUC__)
+#define ORTC_KERN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ORTC_KERN_ALWAYS_INLINE inline
+#endif
+
 // `#pragma omp ...` written through _Pragma so that builds without -fopenmp
 // see no unknown pragmas (and no -Wunknown-pragmas warnings).
 #if defined(_OPENMP)
@@ -2277,7 +2287,7 @@ inline uint64_t mix64(uint64_t z) {
 /// The 53 random bits of element i of the tensor identified by `key` under
 /// `seed`: mix64(seed ^ mix64(key ^ mix64(i))) >> 11. Pure function of its
 /// arguments, so draws do not depend on T or the thread count.
-inline uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
+ORTC_KERN_ALWAYS_INLINE uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
   return mix64(seed ^ mix64(key ^ mix64(i))) >> 11;
 }
 
@@ -2317,7 +2327,7 @@ void randomUniform(T *y, int64_t n, double low, double high, uint64_t seed,
 /// double and rounded to T; ratio >= 1 drops everything. Generated pointwise
 /// kernels call it with their element's index.
 template <typename T>
-inline T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
+ORTC_KERN_ALWAYS_INLINE T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
   const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
   return counterBits(seed, key, static_cast<uint64_t>(i)) >= keepThreshold(ratio) ? x * scale
                                                                                 : T(0);
@@ -2380,7 +2390,7 @@ constexpr float kLn2Lo = 1.42860682030941723212e-6f;
 
 /// e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7 (truncation
 /// below 2^-27), scaled by 2^n in two halves so that denormal results round once.
-inline float exp(float x) {
+ORTC_KERN_ALWAYS_INLINE float exp(float x) {
   float xc = x < 89.0f ? x : 89.0f; // beyond: inf and 0 (a NaN goes through as 89)
   xc = xc > -104.0f ? xc : -104.0f;
   const float n = std::rint(xc * 1.44269504088896341f);
@@ -2399,7 +2409,7 @@ inline float exp(float x) {
 
 /// ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f),
 /// ln m = f - (f^2/2 - s (f^2/2 + R(s^2))) with R the atanh series to s^10.
-inline float log(float x) {
+ORTC_KERN_ALWAYS_INLINE float log(float x) {
   const bool sub = x < 1.17549435e-38f; // denormals (zero and negatives: below)
   const int32_t i = detail::toBits(sub ? x * 8388608.0f : x);
   int32_t e = ((i >> 23) & 0xff) - (sub ? 150 : 127);
@@ -2424,7 +2434,7 @@ inline float log(float x) {
 
 /// tanh x = sign(x) e / (e + 2) with e = expm1(2|x|): the Taylor series to z^11 below
 /// z = ln 2 (no cancellation), e^z - 1 above; 1 beyond |x| = 9.5.
-inline float tanh(float x) {
+ORTC_KERN_ALWAYS_INLINE float tanh(float x) {
   const float a = std::fabs(x), z = 2.0f * (a < 9.5f ? a : 9.5f);
   float q = 1.0f / 39916800;
   q = q * z + 1.0f / 3628800;
@@ -2445,7 +2455,7 @@ inline float tanh(float x) {
 /// erf x: x P(x^2) for |x| < 0.875; 1 - e^(-x^2) S(|x|) up to 3.9375 with S (= erfc x
 /// e^(x^2), smooth) a polynomial about 1.4375 below 2 and about 2.96875 above; 1 beyond.
 /// (Least-squares fits on Chebyshev nodes against float64 erf/erfc.)
-inline float erf(float x) {
+ORTC_KERN_ALWAYS_INLINE float erf(float x) {
   const float a = std::fabs(x), s = a * a;
   float p = 8.671101289e-05f;
   p = p * s - 8.210109191e-04f;
@@ -2501,7 +2511,7 @@ constexpr double kGeluKappa = 0.044715;
 /// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in T like
 /// PyTorch. Generated pointwise kernels call it (inlined and vectorised through
 /// the vectorisation-stable erf and tanh above).
-template <typename T> inline T geluOf(T v, bool tanhApprox) {
+template <typename T> ORTC_KERN_ALWAYS_INLINE T geluOf(T v, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T inner = T(detail::kSqrt2OverPi) * (v + T(detail::kGeluKappa) * v * v * v);
@@ -2514,7 +2524,7 @@ template <typename T> inline T geluOf(T v, bool tanhApprox) {
 /// dx = dy * (0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) / sqrt(2 pi));
 /// 'tanh': with u = sqrt(2 / pi) * (x + 0.044715 x^3), t = tanh(u):
 /// dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2)).
-template <typename T> inline T geluGradOf(T v, T dy, bool tanhApprox) {
+template <typename T> ORTC_KERN_ALWAYS_INLINE T geluGradOf(T v, T dy, bool tanhApprox) {
   const T half = T(0.5), one = T(1);
   if (tanhApprox) {
     const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);

@@ -1,12 +1,13 @@
-// RUN: ortc-opt --ortc-recompute=policy=selective %s | FileCheck %s
-// RUN: ortc-opt --ortc-recompute=policy=selective --ortc-memory-plan %s | FileCheck %s --check-prefix=PLAN
+// RUN: ortc-opt --ortc-recompute="policy=selective plan=false" %s | FileCheck %s
+// RUN: ortc-opt --ortc-recompute="policy=selective plan=false" --ortc-memory-plan %s | FileCheck %s --check-prefix=PLAN
+// RUN: ortc-opt --ortc-recompute=policy=selective %s | FileCheck %s --check-prefix=KEEP
 // RUN: ortc-opt --ortc-recompute=policy=none %s | FileCheck %s --check-prefix=NONE
 // RUN: not ortc-opt --ortc-recompute=policy=all %s 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: ortc-opt --ortc-recompute=policy=budget=80%% %s | FileCheck %s --check-prefix=BUDGET
 // RUN: ortc-opt --ortc-recompute=policy=budget=100%% %s | FileCheck %s --check-prefix=ALL
 // RUN: not ortc-opt --ortc-recompute=policy=budget=100 %s 2>&1 | FileCheck %s --check-prefix=TIGHT
 
-// A two-layer MLP's step. The backward reads x (step input), u = x*w1 (for gelu_grad),
+// A two-layer MLP's step. With plan=false selective takes every candidate: The backward reads x (step input), u = x*w1 (for gelu_grad),
 // h = gelu(u) (for w2's gradient) and hd = dropout(h) (for w3's gradient):
 //  - h is recomputed from u, which the backward keeps anyway;
 //  - hd is recomputed from the clone of h (a chain) and the seed;
@@ -84,6 +85,13 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 // ALL-LABEL: func.func @train_step
 // ALL-SAME: ortc.recomputed = 0 : i64
 // TIGHT: cannot fit the budget of 100 bytes: the smallest one recompute reaches is 512 bytes (1280 without recompute)
+
+// Planned (the default), selective keeps only the candidates that lower the arena: h alone
+// (1280 -> 512 bytes), as the 80% budget below.
+// KEEP-LABEL: func.func @train_step
+// KEEP-SAME: ortc.recompute_planned = 512 : i64, ortc.recomputed = 1 : i64
+// KEEP: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
+// KEEP-NOT: ortc.recompute,
 
 // No backward (an eval step): nothing to recompute, nothing recorded.
 func.func @eval_step(%x: tensor<4xf32> {ortc.name = "x"}) -> (tensor<4xf32> {ortc.name = "y"}) {
