@@ -89,26 +89,28 @@ def main():
             built.append((policy, art, build(args, spec, policy, cfg['batch'], art)))
         # Rounds over all artifacts in turn, so that a slow spell of the machine hits them alike;
         # each artifact's time is its best round's median.
-        ms = {}
+        ms, losses = {}, {}
         for _ in range(args.rounds):
             for policy, art, got in built:
                 if not isinstance(got, str):
                     t = bench_cpu.ortc_train(args, art, spec['feed'], cfg['lr'], args.threads,
                                              os.path.join(workdir, 'train.jsonl'))
                     ms[policy] = min(ms.get(policy, t['ms']), t['ms'])
+                    losses[policy] = (t['loss_1'], t['loss_last'])
         rows, base = [], None
         for policy, art, got in built:
             if isinstance(got, str):
-                rows.append([policy, 'n/a (%s)' % got[:160], '', '', ''])
+                rows.append([policy, 'n/a (%s)' % got[:200], '', '', '', ''])
                 continue
             arena, rc = got
             base = base or (arena, ms[policy])
             rows.append([policy, '%.1f (%.0f%%)' % (arena / 2**20, 100.0 * arena / base[0]),
                          '%.2f (%+.1f%%)' % (ms[policy], 100.0 * (ms[policy] / base[1] - 1)),
                          rc[0] if rc else '0',
-                         '%s (%s%%)' % (rc[1], rc[2]) if rc else '0'])
+                         '%s (%s%%)' % (rc[1], rc[2]) if rc else '0',
+                         'yes' if losses[policy] == losses['none'] else 'NO: %r' % (losses[policy],)])
         header = ['policy', 'arena MiB (of none)', 'step ms, %d threads, best of %d (vs none)' % (args.threads, args.rounds),
-                  'values recomputed', 'MFLOP added (of the forward)']
+                  'values recomputed', 'MFLOP added (of the forward)', 'losses equal none\'s']
         lines.append('%s, batch %d (fusion on):' % (name, cfg['batch']))
         lines.append('')
         lines.append(bench_cpu.render(header, rows, args.markdown))

@@ -612,6 +612,10 @@ int runBuild(const BuildOptions &options) {
       if (auto budget = fn->getAttrOfType<IntegerAttr>("ortc.recompute_budget"))
         llvm::errs() << ", budget " << budget.getInt() << " bytes";
       llvm::errs() << "\n";
+      if (auto nodes = fn->getAttrOfType<ArrayAttr>("ortc.recomputed_nodes"); nodes && options.timing)
+        for (Attribute n : nodes)
+          llvm::errs() << "ortc: recompute @" << fn.getSymName() << ": "
+                       << cast<StringAttr>(n).getValue() << "\n";
     }
   }
 

@@ -309,6 +309,21 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   }
   if (planned)
     fn->setAttr("ortc.recompute_planned", b.getI64IntegerAttr(best));
+  // What was chosen, by ONNX node and op (the build prints it under --timing).
+  SmallVector<Attribute> names;
+  for (Value v : chosen) {
+    // A reshape is a view: name what computes the bytes it shows.
+    Operation *op = v.getDefiningOp();
+    std::string what;
+    while (isa<ReshapeOp>(op) && op->getOperand(0).getDefiningOp()) {
+      what += "reshape of ";
+      op = op->getOperand(0).getDefiningOp();
+    }
+    auto loc = dyn_cast<NameLoc>(op->getLoc());
+    names.push_back(b.getStringAttr((loc ? loc.getName().str() : std::string("?")) + " (" +
+                                    what + op->getName().stripDialect().str() + ")"));
+  }
+  fn->setAttr("ortc.recomputed_nodes", b.getArrayAttr(names));
   // (applyRecompute clones only the chain values that the chosen ones read.)
   SetVector<Value> chosenSet(chosen.begin(), chosen.end());
   int64_t added = applyRecompute(fn, chosenSet, chain);
