@@ -85,6 +85,9 @@ std::optional<Policy> parsePolicy(StringRef text) {
   return p;
 }
 
+/// The forward region (step 1): ops of stage "forward" that are not recompute clones.
+bool isForwardOp(Operation *op) { return stageOf(op) == "forward" && !isRecompute(op); }
+
 /// Steps 1-3 over one function: the forward, its saved values and what may be
 /// recomputed under an admission rule.
 class StepAnalysis {
@@ -93,9 +96,8 @@ public:
       : admits(std::move(admits)) {
     Block &body = fn.getBody().front();
     for (Operation &op : body.without_terminator()) {
-      StringRef stage = stageOf(&op);
-      hasBackward |= stage == "backward";
-      if (stage == "forward" && !isRecompute(&op))
+      hasBackward |= stageOf(&op) == "backward";
+      if (isForwardOp(&op))
         forward.insert(&op);
     }
     for (Value v : body.getTerminator()->getOperands())
@@ -159,7 +161,7 @@ int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
   Block &body = fn.getBody().front();
   DenseSet<Operation *> forward;
   for (Operation &op : body.without_terminator())
-    if (stageOf(&op) == "forward" && !isRecompute(&op))
+    if (isForwardOp(&op))
       forward.insert(&op);
   IRMapping cloneOf;
   int64_t added = 0;
@@ -282,13 +284,13 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   // smaller with it (it is not monotone in the set: a clone placed at its first reader can
   // extend what it reads, and the greedy schedule shifts), until `budget` holds.
   orderByDensity(step, candidates);
-  int64_t plain = p.kind == Policy::Budget || plan ? trial(fn, {}, chain, fusion).first : 0;
+  const bool planned = p.kind == Policy::Budget || plan;
+  int64_t plain = planned ? trial(fn, {}, chain, fusion).first : 0;
   int64_t budget = p.kind == Policy::Selective ? 0
                    : p.bytes > 0                ? p.bytes
                                                 : int64_t(double(plain) * p.percent / 100.0);
   int64_t best = plain;
   SmallVector<Value> chosen;
-  const bool planned = p.kind == Policy::Budget || plan;
   if (!planned) // selective with plan=false: every candidate (lit tests, build speed)
     chosen = candidates;
   for (size_t i = 0; planned && i < candidates.size() && best > budget; ++i) {

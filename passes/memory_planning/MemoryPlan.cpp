@@ -47,6 +47,11 @@ int64_t byteSize(Type type) {
 
 namespace {
 
+/// The arena slot of a value: its bytes (at least one) rounded up to the alignment.
+int64_t slotSize(Type type) {
+  return llvm::alignTo(std::max<int64_t>(byteSize(type), 1), kAlign);
+}
+
 Value rootOf(Value v) {
   while (auto r = v.getDefiningOp<ReshapeOp>())
     v = r.getX();
@@ -269,7 +274,7 @@ LogicalResult planMemory(func::FuncOp fn) {
     for (Value r : op->getResults()) {
       if (!arenaResult(r))
         continue;
-      int64_t size = llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign);
+      int64_t size = slotSize(r.getType());
       int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
       std::optional<unsigned> slot;
       if (op->hasTrait<OpTrait::Elementwise>() || isa<FusedOp>(op))
@@ -400,8 +405,7 @@ std::vector<int64_t> arenaBytesOverSchedule(func::FuncOp fn) {
       continue;
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
       if (off >= 0 && !isa<ReshapeOp>(op))
-        spans.push_back({off, llvm::alignTo(std::max<int64_t>(byteSize(r.getType()), 1), kAlign),
-                         pos[&op], std::max(pos[&op], lastUse(r))});
+        spans.push_back({off, slotSize(r.getType()), pos[&op], std::max(pos[&op], lastUse(r))});
   }
   std::vector<int64_t> bytes(n, 0);
   for (int64_t t = 0; t < n; ++t) {
