@@ -830,6 +830,24 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
     fns[f.name] = {{"launches", mine.launches},
                    {"distinct_kernels", mine.distinct},
                    {"bytes", mine.bytes}};
+    fns[f.name]["arena_bytes"] = f.arenaBytes;
+    fns[f.name]["arena_lower_bound"] = f.arenaLowerBound;
+    if (const auto &r = f.recompute) {
+      nlohmann::json &j = fns[f.name]["recompute"];
+      j = {{"policy", r->policy},
+           {"values", r->values},
+           {"added_flops", r->addedFlops},
+           {"forward_flops", r->forwardFlops},
+           {"nodes", r->nodes}};
+      if (r->arenaWithout >= 0)
+        j["arena_bytes_without"] = r->arenaWithout;
+      if (r->budget >= 0)
+        j["budget_bytes"] = r->budget;
+      if (!r->blocks.empty()) {
+        j["block_ops"] = r->blocks;
+        j["blocks_recomputed"] = r->blocksRecomputed;
+      }
+    }
   }
   KernelCounts all = countKernels(functions);
   report["kernels"] = {{"launches", all.launches},

@@ -92,6 +92,18 @@ struct FunctionKernels {
   /// (whose gradient), in order.
   std::vector<std::string> finiteChecks;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
+  /// What --recompute chose here (the ortc.recompute* attributes of the step function):
+  /// for --report.
+  struct Recompute {
+    std::string policy; ///< as --recompute said
+    int64_t values = 0, addedFlops = 0, forwardFlops = 0;
+    int64_t arenaWithout = -1; ///< the arena planned without recompute, -1 unknown
+    int64_t budget = -1;       ///< budget=, in bytes; -1 for other policies
+    std::vector<int64_t> blocks; ///< layers: the ops of each repeated block found
+    int64_t blocksRecomputed = 0; ///< layers: how many of them are recomputed
+    std::vector<std::string> nodes; ///< "<ONNX node> (<op>)" of each value
+  };
+  std::optional<Recompute> recompute;
 };
 
 /// The dtype name of an element type ("f32", "i64", "bool"...), or "" if none.

@@ -879,6 +879,23 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     fk.arenaBytes = a.getInt();
   if (auto a = f->getAttrOfType<IntegerAttr>("ortc.arena_lower_bound"))
     fk.arenaLowerBound = a.getInt();
+  if (auto values = f->getAttrOfType<IntegerAttr>("ortc.recomputed")) {
+    FunctionKernels::Recompute &r = fk.recompute.emplace();
+    r.values = values.getInt();
+    auto i64 = [&](StringRef name, int64_t none) {
+      auto a = f->getAttrOfType<IntegerAttr>(name);
+      return a ? a.getInt() : none;
+    };
+    r.addedFlops = i64("ortc.recompute_flops", 0);
+    r.forwardFlops = i64("ortc.forward_flops", 0);
+    r.budget = i64("ortc.recompute_budget", -1);
+    if (auto blocks = f->getAttrOfType<DenseI64ArrayAttr>("ortc.recompute_blocks"))
+      r.blocks.assign(blocks.asArrayRef().begin(), blocks.asArrayRef().end());
+    r.blocksRecomputed = i64("ortc.recomputed_blocks", 0);
+    if (auto nodes = f->getAttrOfType<ArrayAttr>("ortc.recomputed_nodes"))
+      for (Attribute n : nodes)
+        r.nodes.push_back(cast<StringAttr>(n).getValue().str());
+  }
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     std::string role = argRole(f, i);
     if (role == "input" || role == "scalar")

@@ -32,6 +32,7 @@
 
 #include "mlir/IR/Verifier.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CrashRecoveryContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -611,6 +612,17 @@ int runBuild(const BuildOptions &options) {
                    << " of the forward's)";
       if (auto budget = fn->getAttrOfType<IntegerAttr>("ortc.recompute_budget"))
         llvm::errs() << ", budget " << budget.getInt() << " bytes";
+      if (auto blocks = fn->getAttrOfType<DenseI64ArrayAttr>("ortc.recompute_blocks")) {
+        auto taken = fn->getAttrOfType<IntegerAttr>("ortc.recomputed_blocks");
+        llvm::errs() << ", " << (taken ? taken.getInt() : 0) << " of " << blocks.size()
+                     << " repeated blocks";
+        std::set<int64_t> sizes(blocks.asArrayRef().begin(), blocks.asArrayRef().end());
+        if (!sizes.empty())
+          llvm::errs() << " of " << llvm::join(llvm::map_range(sizes, [](int64_t n) {
+                                                  return std::to_string(n);
+                                                }), "/")
+                       << " ops";
+      }
       llvm::errs() << "\n";
       if (auto nodes = fn->getAttrOfType<ArrayAttr>("ortc.recomputed_nodes"); nodes && options.timing)
         for (Attribute n : nodes)
@@ -667,6 +679,12 @@ int runBuild(const BuildOptions &options) {
               units[i];
     return emitText(text);
   }
+  for (FunctionKernels &f : functions)
+    if (f.recompute) {
+      f.recompute->policy = options.recompute;
+      if (auto it = arenaWithoutRecompute.find(f.name); it != arenaWithoutRecompute.end())
+        f.recompute->arenaWithout = it->second;
+    }
   auto c1 = std::chrono::steady_clock::now();
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());

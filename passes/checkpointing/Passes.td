@@ -22,7 +22,11 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     with it (`plan=false`: every candidate). `budget=BYTES` or `budget=PCT%` (of the
     arena without recompute) admits every op with the interface (GEMMs, convolutions
     too) and takes candidates the same way until the planned arena fits; a budget out
-    of reach is an error naming the smallest arena reached. Each step function records
+    of reach is an error naming the smallest arena reached. `layers` finds the
+    forward's repeated blocks in the graph (runs of ops that repeat back to back, cut
+    where the fewest activation bytes cross: transformer layers, residual blocks) and
+    recomputes each block's values in the backward from its inputs, keeping only what
+    crosses the block boundaries (`ortc.recompute_blocks`: the ops of each block). Each step function records
     what was chosen: `ortc.recomputed` (how many values) and `ortc.recompute_flops`
     (what the clones add, net of forward ops that moved to the backward) beside
     `ortc.forward_flops` (the forward's RecomputeOpInterface operations), the planned
@@ -31,7 +35,7 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
-           "none | selective | budget=BYTES | budget=PCT%">,
+           "none | selective | layers | budget=BYTES | budget=PCT%">,
     Option<"plan", "plan", "bool", /*default=*/"true",
            "selective: keep only the candidates that lower the planned arena (false: all)">,
     Option<"fusion", "fusion", "bool", /*default=*/"true",

@@ -18,6 +18,10 @@
 //     the saved values that are recomputable.
 //     - selective admits ops of at most `cheap-flops` operations per result element and
 //       takes every candidate;
+//     - layers keeps the inputs and outputs of each repeated block (findRepeatedBlocks:
+//       transformer layers, residual blocks, found in the graph) and takes every saved
+//       value a block computes with RecomputeOpInterface ops: in the backward, the block
+//       runs again from its inputs, as per-module checkpointing does;
 //     - budget=BYTES|PCT% admits every op with the interface, orders the candidates by
 //       bytes freed per operation added (the value's bytes over its chain's operations),
 //       and takes the shortest prefix of that order whose step, after kernel formation
@@ -56,18 +60,18 @@ namespace {
 
 /// What a policy asks for: which ops it admits, and for a budget its size.
 struct Policy {
-  enum Kind { None, Selective, Budget } kind = None;
+  enum Kind { None, Selective, Layers, Budget } kind = None;
   int64_t bytes = -1;   ///< budget in bytes, or
   double percent = -1;  ///< budget as a percentage of the arena without recompute
 };
 
-/// Parses none | selective | budget=BYTES | budget=PCT%.
+/// Parses none | selective | layers | budget=BYTES | budget=PCT%.
 std::optional<Policy> parsePolicy(StringRef text) {
   Policy p;
   if (text == "none")
     return p;
-  if (text == "selective") {
-    p.kind = Policy::Selective;
+  if (text == "selective" || text == "layers") {
+    p.kind = text == "layers" ? Policy::Layers : Policy::Selective;
     return p;
   }
   if (!text.consume_front("budget=") || text.empty())
@@ -97,8 +101,10 @@ public:
     Block &body = fn.getBody().front();
     for (Operation &op : body.without_terminator()) {
       hasBackward |= stageOf(&op) == "backward";
-      if (isForwardOp(&op))
+      if (isForwardOp(&op)) {
         forward.insert(&op);
+        forwardOrder.push_back(&op);
+      }
     }
     for (Value v : body.getTerminator()->getOperands())
       returned.insert(v);
@@ -111,7 +117,10 @@ public:
 
   bool hasBackward = false;
   DenseSet<Operation *> forward;
+  SmallVector<Operation *> forwardOrder;
   SetVector<Value> saved; ///< in forward order
+
+  bool isReturned(Value v) const { return returned.count(v); }
 
   bool isAvailable(Value v) const {
     Operation *p = v.getDefiningOp();
@@ -209,6 +218,42 @@ void candidatesOf(StepAnalysis &step, SmallVectorImpl<Value> &candidates, DenseS
         chain.insert(r);
 }
 
+/// The candidates of `layers` in `step`, one group per repeated block, and the chain
+/// values they read; returns the ops of each block. A value is recomputed when a block's
+/// op with RecomputeOpInterface computes it, it is not a result and no forward op outside
+/// its block reads it; the candidates are those the backward reads. What a clone reads
+/// from its block that is not recomputed (an op without the interface) the backward keeps.
+SmallVector<int64_t> layerCandidates(StepAnalysis &step, SmallVectorImpl<SmallVector<Value>> &groups,
+                                     DenseSet<Value> &chain) {
+  std::vector<std::vector<Operation *>> blocks = findRepeatedBlocks(step.forwardOrder);
+  DenseMap<Operation *, unsigned> blockOf;
+  SmallVector<int64_t> sizes;
+  for (auto [i, ops] : llvm::enumerate(blocks)) {
+    sizes.push_back(ops.size());
+    for (Operation *op : ops)
+      blockOf[op] = i;
+  }
+  groups.resize(blocks.size());
+  for (Operation *op : step.forwardOrder) {
+    auto home = blockOf.find(op);
+    if (home == blockOf.end() || !isa<RecomputeOpInterface>(op))
+      continue;
+    for (Value r : op->getResults()) {
+      bool leaves = llvm::any_of(r.getUsers(), [&](Operation *u) {
+        auto b = blockOf.find(u);
+        return step.forward.count(u) && (b == blockOf.end() || b->second != home->second);
+      });
+      if (step.isReturned(r) || leaves)
+        continue;
+      if (step.saved.count(r))
+        groups[home->second].push_back(r);
+      else
+        chain.insert(r);
+    }
+  }
+  return sizes;
+}
+
 /// A budget's order: most bytes freed per operation added first (ties: forward order).
 void orderByDensity(StepAnalysis &step, SmallVectorImpl<Value> &candidates) {
   DenseMap<Value, double> density;
@@ -248,7 +293,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
     std::optional<Policy> p = parsePolicy(policy);
     if (!p) {
       getOperation().emitError("ortc-recompute: unknown policy '")
-          << policy << "' (none, selective, budget=BYTES or budget=PCT%)";
+          << policy << "' (none, selective, layers, budget=BYTES or budget=PCT%)";
       return signalPassFailure();
     }
     if (p->kind == Policy::None)
@@ -275,32 +320,47 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
     if (auto r = dyn_cast<RecomputeOpInterface>(op))
       forwardFlops += r.getRecomputeFlops();
 
-  SmallVector<Value> candidates;
+  // Candidates in groups taken or left together: a value each, or (layers) a block's.
+  SmallVector<SmallVector<Value>> groups;
   DenseSet<Value> chain; // values the chains read that the backward does not keep
-  candidatesOf(step, candidates, chain);
-
   Builder b(fn.getContext());
-  // Most bytes per operation first; each candidate stays only if the planned arena is
-  // smaller with it (it is not monotone in the set: a clone placed at its first reader can
-  // extend what it reads, and the greedy schedule shifts), until `budget` holds.
-  orderByDensity(step, candidates);
+  if (p.kind == Policy::Layers) {
+    SmallVector<int64_t> blocks = layerCandidates(step, groups, chain);
+    fn->setAttr("ortc.recompute_blocks", b.getDenseI64ArrayAttr(blocks));
+    if (blocks.empty())
+      fn.emitWarning("ortc-recompute: layers: no repeated blocks in the forward of @")
+          << fn.getSymName() << "; nothing recomputed";
+  } else {
+    SmallVector<Value> candidates;
+    candidatesOf(step, candidates, chain);
+    orderByDensity(step, candidates);
+    for (Value v : candidates)
+      groups.push_back({v});
+  }
+
+  // In order (a budget's: most bytes per operation first; layers: block by block), each
+  // group stays only if the planned arena is smaller with it (it is not monotone in the
+  // set: a clone placed at its first reader can extend what it reads, and the greedy
+  // schedule shifts), until `budget` holds.
   const bool planned = p.kind == Policy::Budget || plan;
   int64_t plain = planned ? trial(fn, {}, chain, fusion).first : 0;
-  int64_t budget = p.kind == Policy::Selective ? 0
-                   : p.bytes > 0                ? p.bytes
-                                                : int64_t(double(plain) * p.percent / 100.0);
-  int64_t best = plain;
+  int64_t budget = p.kind != Policy::Budget ? 0
+                   : p.bytes > 0            ? p.bytes
+                                            : int64_t(double(plain) * p.percent / 100.0);
+  int64_t best = plain, blocksTaken = 0;
   SmallVector<Value> chosen;
-  if (!planned) // selective with plan=false: every candidate (lit tests, build speed)
-    chosen = candidates;
-  for (size_t i = 0; planned && i < candidates.size() && best > budget; ++i) {
-    chosen.push_back(candidates[i]);
-    int64_t a = trial(fn, chosen, chain, fusion).first;
-    if (a < best)
+  for (size_t i = 0; i < groups.size() && (!planned || best > budget); ++i) {
+    chosen.append(groups[i]);
+    int64_t a = planned ? trial(fn, chosen, chain, fusion).first : 0;
+    if (!planned || a < best) { // (plan=false: every candidate)
       best = a;
-    else
-      chosen.pop_back();
+      ++blocksTaken;
+    } else {
+      chosen.resize(chosen.size() - groups[i].size());
+    }
   }
+  if (p.kind == Policy::Layers)
+    fn->setAttr("ortc.recomputed_blocks", b.getI64IntegerAttr(blocksTaken));
   if (p.kind == Policy::Budget) {
     if (best > budget)
       return fn.emitError("ortc-recompute: the arena of @")

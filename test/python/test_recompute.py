@@ -1,10 +1,12 @@
 # Recompute trades FLOPs for memory and never changes a number: on the CPU target, every
 # sample (dropout in training mode, BatchNorm, attention, SGD with momentum and AdamW) trained
-# with `--recompute selective` and with `--recompute budget=70%` gives bit for bit the losses
-# and parameters of the same build without it (a recomputed dropout draws the same mask from
-# its counter-based generator). selective must have recomputed something and shrunk the train
-# step's arena (except on the MLP, whose arena peaks where no cheap value is live); a budget
-# must hold or be refused with the smallest arena it could reach.
+# with `--recompute selective`, `--recompute layers` and `--recompute budget=70%` gives bit for
+# bit the losses and parameters of the same build without it (a recomputed dropout draws the
+# same mask from its counter-based generator). selective must have recomputed something and shrunk the train
+# step's arena (except on the MLP, whose arena peaks where no cheap value is live); layers must
+# have found the GPT's and BERT's two layers, recomputed at least one (the last one's backward
+# follows its forward: often nothing to gain) and shrunk the arena; a budget must hold or be refused
+# with the smallest arena it could reach.
 import json
 import os
 import re
@@ -19,7 +21,7 @@ FLAGS = {"gpt2": ["--optimizer", "adamw"], "bert": ["--optimizer", "adamw"],
          "cnn": ["--momentum", "0.9", "--weight-decay", "0.01"], "mlp": ["--optimizer", "adamw"]}
 STEPS = 4
 SUMMARY = re.compile(r"recompute \((\S+)\) @train_step: (\d+) values, arena (\d+) bytes vs (\d+) without")
-POLICIES = ("none", "selective", "budget=70%")
+POLICIES = ("none", "selective", "layers", "budget=70%")
 
 
 def random_feed(artifact, path):
@@ -42,7 +44,7 @@ class RecomputeIsExact(unittest.TestCase):
     def test_policies_train_the_same_bits(self):
         for sample in SAMPLES:
             with self.subTest(sample=sample), TempDir() as d:
-                results, summaries = {}, {}
+                results, summaries, blocks = {}, {}, {}
                 for policy in POLICIES:
                     art = os.path.join(d, policy.replace("=", "-").replace("%", "pct") + ".ortc")
                     p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=4", "-o", art,
@@ -55,6 +57,7 @@ class RecomputeIsExact(unittest.TestCase):
                         continue
                     self.assertEqual(p.returncode, 0, p.stderr)
                     summaries[policy] = SUMMARY.search(p.stderr)
+                    blocks[policy] = p.stderr
                     feed = os.path.join(d, "feed.npz")
                     if not os.path.exists(feed):
                         random_feed(art, feed)
@@ -74,6 +77,10 @@ class RecomputeIsExact(unittest.TestCase):
                           % (sample, policy, values, without, arena, 100.0 * (arena - without) / without))
                     if policy.startswith("budget"):
                         self.assertLessEqual(arena, 0.7 * without + 1)
+                    elif policy == "layers":
+                        if sample in ("gpt2", "bert"):
+                            self.assertRegex(blocks[policy], r", [12] of 2 repeated blocks")
+                            self.assertLess(arena, without)
                     elif sample != "mlp":
                         # (The MLP's arena peaks where no cheap value is live: nothing to take.)
                         self.assertGreater(values, 0)

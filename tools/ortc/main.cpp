@@ -202,11 +202,14 @@ int main(int argc, char **argv) {
                     "Gradient checkpointing. none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "
                     "softmax, gathers) in the backward from values it keeps anyway; "
+                    "layers: keep only what crosses the boundaries of each repeated block "
+                    "(transformer layers, residual blocks) and run each block again in the "
+                    "backward; "
                     "budget=BYTES or budget=PCT% (of the arena without recompute): recompute "
                     "as little as makes the train step's arena fit")
       ->check(CLI::Validator(
           [](std::string &v) -> std::string {
-            if (v == "none" || v == "selective")
+            if (v == "none" || v == "selective" || v == "layers")
               return "";
             std::string n = v.rfind("budget=", 0) == 0 ? v.substr(7) : "";
             bool pct = !n.empty() && n.back() == '%';
@@ -216,7 +219,7 @@ int main(int argc, char **argv) {
             double x = n.empty() ? 0 : std::strtod(n.c_str(), &end);
             if (n.empty() || *end || !(x > 0) || (pct && x > 100) ||
                 (!pct && n.find_first_not_of("0123456789") != std::string::npos))
-              return "'" + v + "': want none, selective, budget=BYTES or budget=PCT% (0 < PCT <= 100)";
+              return "'" + v + "': want none, selective, layers, budget=BYTES or budget=PCT% (0 < PCT <= 100)";
             return "";
           },
           "POLICY"))
