@@ -843,8 +843,8 @@ bool writeBuildReport(const std::string &path, const ArtifactOptions &options,
         j["arena_bytes_without"] = r->arenaWithout;
       if (r->budget >= 0)
         j["budget_bytes"] = r->budget;
-      if (!r->blocks.empty()) {
-        j["block_ops"] = r->blocks;
+      if (r->blocks) {
+        j["block_ops"] = *r->blocks;
         j["blocks_recomputed"] = r->blocksRecomputed;
       }
     }

@@ -99,7 +99,7 @@ struct FunctionKernels {
     int64_t values = 0, addedFlops = 0, forwardFlops = 0;
     int64_t arenaWithout = -1; ///< the arena planned without recompute, -1 unknown
     int64_t budget = -1;       ///< budget=, in bytes; -1 for other policies
-    std::vector<int64_t> blocks; ///< layers: the ops of each repeated block found
+    std::optional<std::vector<int64_t>> blocks; ///< layers: the ops of each repeated block found
     int64_t blocksRecomputed = 0; ///< layers: how many of them are recomputed
     std::vector<std::string> nodes; ///< "<ONNX node> (<op>)" of each value
   };

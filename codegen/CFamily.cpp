@@ -890,7 +890,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     r.forwardFlops = i64("ortc.forward_flops", 0);
     r.budget = i64("ortc.recompute_budget", -1);
     if (auto blocks = f->getAttrOfType<DenseI64ArrayAttr>("ortc.recompute_blocks"))
-      r.blocks.assign(blocks.asArrayRef().begin(), blocks.asArrayRef().end());
+      r.blocks.emplace(blocks.asArrayRef().begin(), blocks.asArrayRef().end());
     r.blocksRecomputed = i64("ortc.recomputed_blocks", 0);
     if (auto nodes = f->getAttrOfType<ArrayAttr>("ortc.recomputed_nodes"))
       for (Attribute n : nodes)

@@ -214,19 +214,26 @@ std::vector<std::vector<Operation *>> blocksByRepeats(ArrayRef<Operation *> forw
     s.sig.push_back(ids.try_emplace(h, ids.size()).first->second);
   }
   // A value from op d read by a forward op at u > d is live across the boundaries
-  // d+1..u (a difference array).
+  // d+1..u (a difference array); a step input from the start to its last reader.
   SmallVector<int64_t> delta(n + 2, 0);
-  for (auto [d, op] : llvm::enumerate(s.ops))
-    for (Value r : op->getResults()) {
-      int64_t last = -1;
-      for (Operation *u : r.getUsers())
-        if (auto it = position.find(u); it != position.end())
-          last = std::max(last, it->second);
-      if (last > int64_t(d)) {
-        delta[d + 1] += byteSize(r.getType());
-        delta[last + 1] -= byteSize(r.getType());
-      }
+  auto live = [&](Value v, int64_t from) {
+    int64_t last = -1;
+    for (Operation *u : v.getUsers())
+      if (auto it = position.find(u); it != position.end())
+        last = std::max(last, it->second);
+    if (last >= from) {
+      delta[from] += byteSize(v.getType());
+      delta[last + 1] -= byteSize(v.getType());
     }
+  };
+  for (auto [d, op] : llvm::enumerate(s.ops))
+    for (Value r : op->getResults())
+      live(r, d + 1);
+  if (n)
+    if (auto fn = s.ops.front()->getParentOfType<func::FuncOp>())
+      for (BlockArgument arg : fn.getArguments())
+        if (argRole(fn, arg.getArgNumber()) == "input")
+          live(arg, 0);
   s.liveBytes.assign(n + 1, 0);
   for (int64_t b = 0, live = 0; b <= n; ++b)
     s.liveBytes[b] = live += delta[b];

@@ -41,6 +41,24 @@ def random_feed(artifact, path):
 
 
 class RecomputeIsExact(unittest.TestCase):
+    def check_report(self, path, policy, summary):
+        """--report gives the train step's arena and, under a policy, what recompute chose."""
+        with open(path) as f:
+            step = json.load(f)["kernels"]["functions"]["train_step"]
+        self.assertGreater(step["arena_bytes"], 0)
+        if policy == "none":
+            self.assertNotIn("recompute", step)
+            return
+        r = step["recompute"]
+        self.assertEqual(r["policy"], policy)
+        values, arena, without = map(int, summary.groups()[1:])
+        self.assertEqual((r["values"], step["arena_bytes"], r["arena_bytes_without"]),
+                         (values, arena, without))
+        self.assertEqual(len(r["nodes"]), values)
+        self.assertGreater(r["forward_flops"], 0)
+        self.assertEqual("budget_bytes" in r, policy.startswith("budget"))
+        self.assertEqual("block_ops" in r, policy == "layers")
+
     def test_policies_train_the_same_bits(self):
         for sample in SAMPLES:
             with self.subTest(sample=sample), TempDir() as d:
@@ -48,7 +66,7 @@ class RecomputeIsExact(unittest.TestCase):
                 for policy in POLICIES:
                     art = os.path.join(d, policy.replace("=", "-").replace("%", "pct") + ".ortc")
                     p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=4", "-o", art,
-                                        "--recompute", policy] + FLAGS[sample],
+                                        "--recompute", policy, "--report", art + ".json"] + FLAGS[sample],
                                        capture_output=True, text=True, env=ENV)
                     if policy.startswith("budget") and p.returncode == 1:
                         # Out of reach: the error names the smallest arena recompute reached.
@@ -57,6 +75,7 @@ class RecomputeIsExact(unittest.TestCase):
                         continue
                     self.assertEqual(p.returncode, 0, p.stderr)
                     summaries[policy] = SUMMARY.search(p.stderr)
+                    self.check_report(art + ".json", policy, summaries[policy])
                     blocks[policy] = p.stderr
                     feed = os.path.join(d, "feed.npz")
                     if not os.path.exists(feed):

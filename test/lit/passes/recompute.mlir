@@ -73,7 +73,7 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 // NONE-LABEL: func.func @train_step
 // NONE-NOT: ortc.recompute
 
-// BAD: unknown policy 'all' (none, selective, budget=BYTES or budget=PCT%)
+// BAD: unknown policy 'all' (none, selective, layers, budget=BYTES or budget=PCT%)
 
 // A budget of 80% of the 1280-byte arena: recomputing h alone (the most bytes per
 // operation) brings the planned arena to 512 bytes; nothing else is needed.
