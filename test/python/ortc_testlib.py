@@ -177,3 +177,34 @@ def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), b
     print("%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
           % (what, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
     test.assertFalse(failures, "\n".join(failures))
+
+
+REPORT_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas",
+                      "build-report.schema.json")
+
+
+def schema_problems(value, schema, path="report"):
+    """The subset of JSON Schema that schemas/build-report.schema.json uses (type, const,
+    enum, minimum, required, properties, additionalProperties, items); [] when it holds."""
+    types = {"object": dict, "array": list, "string": str, "boolean": bool,
+             "integer": int, "number": (int, float)}
+    t = schema.get("type")
+    if t and (not isinstance(value, types[t]) or (t in ("integer", "number") and isinstance(value, bool))):
+        return ["%s: not %s" % (path, t)]
+    out = []
+    if "const" in schema and value != schema["const"]:
+        out.append("%s: %r is not %r" % (path, value, schema["const"]))
+    if "enum" in schema and value not in schema["enum"]:
+        out.append("%s: %r not in %r" % (path, value, schema["enum"]))
+    if "minimum" in schema and value < schema["minimum"]:
+        out.append("%s: %r below %r" % (path, value, schema["minimum"]))
+    if isinstance(value, dict):
+        out += ["%s: missing %s" % (path, k) for k in schema.get("required", []) if k not in value]
+        for k, v in value.items():
+            sub = schema.get("properties", {}).get(k, schema.get("additionalProperties"))
+            if isinstance(sub, dict):
+                out += schema_problems(v, sub, path + "." + k)
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            out += schema_problems(v, schema["items"], "%s[%d]" % (path, i))
+    return out

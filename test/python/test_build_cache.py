@@ -13,7 +13,7 @@ import os
 import subprocess
 import unittest
 
-from ortc_testlib import ENV, ORTC, TempDir, sample_path
+from ortc_testlib import ENV, ORTC, REPORT_SCHEMA, TempDir, sample_path, schema_problems
 
 
 def build(work, tag, cache, sample="gpt2", extra=(), jobs=2, env=None):
@@ -27,37 +27,6 @@ def build(work, tag, cache, sample="gpt2", extra=(), jobs=2, env=None):
         raise AssertionError(p.stderr)
     with open(report) as f:
         return out, json.load(f)
-
-
-SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas",
-                      "build-report.schema.json")
-
-
-def schema_problems(value, schema, path="report"):
-    """The subset of JSON Schema that schemas/build-report.schema.json uses (type, const,
-    enum, minimum, required, properties, additionalProperties, items); [] when it holds."""
-    types = {"object": dict, "array": list, "string": str, "boolean": bool,
-             "integer": int, "number": (int, float)}
-    t = schema.get("type")
-    if t and (not isinstance(value, types[t]) or (t in ("integer", "number") and isinstance(value, bool))):
-        return ["%s: not %s" % (path, t)]
-    out = []
-    if "const" in schema and value != schema["const"]:
-        out.append("%s: %r is not %r" % (path, value, schema["const"]))
-    if "enum" in schema and value not in schema["enum"]:
-        out.append("%s: %r not in %r" % (path, value, schema["enum"]))
-    if "minimum" in schema and value < schema["minimum"]:
-        out.append("%s: %r below %r" % (path, value, schema["minimum"]))
-    if isinstance(value, dict):
-        out += ["%s: missing %s" % (path, k) for k in schema.get("required", []) if k not in value]
-        for k, v in value.items():
-            sub = schema.get("properties", {}).get(k, schema.get("additionalProperties"))
-            if isinstance(sub, dict):
-                out += schema_problems(v, sub, path + "." + k)
-    if isinstance(value, list) and "items" in schema:
-        for i, v in enumerate(value):
-            out += schema_problems(v, schema["items"], "%s[%d]" % (path, i))
-    return out
 
 
 def entries(cache):
@@ -107,7 +76,7 @@ class BuildCache(unittest.TestCase):
         with TempDir() as work:
             cache = os.path.join(work, "cache")
             cold_dir, cold = build(work, "cold", cache)
-            with open(SCHEMA) as f:
+            with open(REPORT_SCHEMA) as f:
                 schema = json.load(f)
             self.assertEqual(schema_problems(cold, schema), [])
             self.assertTrue(schema_problems(dict(cold, kernels={"launches": -1}), schema))

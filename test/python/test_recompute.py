@@ -15,7 +15,7 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import ENV, ORTC, SAMPLES, TempDir, run, sample_path
+from ortc_testlib import ENV, ORTC, REPORT_SCHEMA, SAMPLES, TempDir, run, sample_path, schema_problems
 
 FLAGS = {"gpt2": ["--optimizer", "adamw"], "bert": ["--optimizer", "adamw"],
          "cnn": ["--momentum", "0.9", "--weight-decay", "0.01"], "mlp": ["--optimizer", "adamw"]}
@@ -42,9 +42,13 @@ def random_feed(artifact, path):
 
 class RecomputeIsExact(unittest.TestCase):
     def check_report(self, path, policy, summary):
-        """--report gives the train step's arena and, under a policy, what recompute chose."""
+        """--report (as its schema says) gives the train step's arena and, under a policy, what
+        recompute chose."""
         with open(path) as f:
-            step = json.load(f)["kernels"]["functions"]["train_step"]
+            report = json.load(f)
+        with open(REPORT_SCHEMA) as f:
+            self.assertEqual(schema_problems(report, json.load(f)), [])
+        step = report["kernels"]["functions"]["train_step"]
         self.assertGreater(step["arena_bytes"], 0)
         if policy == "none":
             self.assertNotIn("recompute", step)
