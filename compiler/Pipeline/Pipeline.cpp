@@ -177,8 +177,25 @@ private:
   Phase &phase;
 };
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` through a temporary file and a rename; straight into it when it
+/// exists and is not a regular file (/dev/null, /dev/stdout, a pipe: a rename would
+/// replace the device).
 bool writeAtomically(const std::string &path, const std::string &text) {
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && llvm::sys::fs::exists(st) &&
+      !llvm::sys::fs::is_regular_file(st) && !llvm::sys::fs::is_directory(st)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec)
+      os << text;
+    if (ec || os.has_error()) {
+      llvm::errs() << "ortc: error: cannot write " << path << ": "
+                   << (ec ? ec : os.error()).message() << "\n";
+      os.clear_error();
+      return false;
+    }
+    return true;
+  }
   std::string tmp = path + ".tmp";
   {
     std::error_code ec;

@@ -16,6 +16,8 @@
 //     (codegen then runs the kept dims as one contiguous inner loop and sums the
 //     leading ones into per-column accumulators: a bias gradient is accumulated as
 //     the gradient it sums is computed).
+//  1c. A group of recompute clones joins the first later group of its shape that reads
+//     a value it reads (mergeRecomputeSiblings), its readers in between moved after.
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
@@ -161,6 +163,9 @@ struct KernelFormer {
         groups.unionSets(p, red.getOperation());
     }
 
+    // 1c. Recompute clones join a later sibling.
+    mergeRecomputeSiblings(fn, groups, pos);
+
     // 2-3. One ortc.fused per group worth a kernel of its own.
     SmallVector<SmallVector<Operation *>> kernels;
     for (auto it = groups.begin(); it != groups.end(); ++it) {
@@ -213,6 +218,77 @@ struct KernelFormer {
     for (auto &ms : multi)
       if (ms.size() >= 2)
         buildKernel(ms, "multi_tensor");
+  }
+
+  /// Step 1c: a group of recompute clones only (placed before its first backward reader)
+  /// joins the first later group of the same shape that reads a value it reads: the
+  /// clone of a GELU and the kernel of its gradient both read the GELU's input, and
+  /// together they read it once, launch once and share the erf. The kernel runs where
+  /// the later group ends, so the clones' readers before that point, with what depends
+  /// on them there, move after it; not when one of them feeds the later group or is
+  /// itself in a group.
+  void mergeRecomputeSiblings(func::FuncOp fn, llvm::EquivalenceClasses<Operation *> &groups,
+                              DenseMap<Operation *, unsigned> &pos) {
+    Block &body = fn.getBody().front();
+    auto renumber = [&] {
+      pos.clear();
+      for (auto [i, op] : llvm::enumerate(body.getOperations()))
+        pos[&op] = i;
+    };
+    SmallVector<Operation *> leaders;
+    for (auto it = groups.begin(); it != groups.end(); ++it)
+      if ((*it)->isLeader() && llvm::all_of(groups.members((*it)->getData()), [](Operation *m) {
+            return isRecompute(m) && isPointwise(m);
+          }))
+        leaders.push_back((*it)->getData());
+    for (Operation *leader : leaders) {
+      auto r1 = groups.members(leader);
+      SmallVector<Operation *> g1(r1.begin(), r1.end());
+      llvm::sort(g1, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      SmallPtrSet<Operation *, 8> in1(g1.begin(), g1.end());
+      ArrayRef<int64_t> shape = shapeOf(g1.back()->getResult(0));
+      // The sibling: the earliest later pointwise op of the same shape reading an input of
+      // that shape (not a scalar such as a dropout seed: nothing is read once then).
+      Operation *sibling = nullptr;
+      for (Operation *m : g1)
+        for (Value v : m->getOperands())
+          for (Operation *u : v.getUsers())
+            if (shapeOf(v) == shape && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
+                pos[u] > pos[g1.back()] && shapeOf(u->getResult(0)) == shape &&
+                (!sibling || pos[u] < pos[sibling]))
+              sibling = u;
+      if (!sibling)
+        continue;
+      auto r2 = groups.members(sibling);
+      SmallVector<Operation *> g2(r2.begin(), r2.end());
+      Operation *last = *llvm::max_element(g2, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      SmallPtrSet<Operation *, 8> in2(g2.begin(), g2.end());
+      // What must move: the clones' outside readers up to `last` and their dependents there.
+      SetVector<Operation *> moving;
+      for (Operation *m : g1)
+        for (Operation *u : m->getUsers())
+          if (!in1.count(u) && pos[u] <= pos[last])
+            moving.insert(u);
+      bool legal = true;
+      for (size_t i = 0; i < moving.size() && legal; ++i) {
+        Operation *op = moving[i];
+        legal = !in2.count(op) && !groups.contains(op) && op->getNumRegions() == 0;
+        for (Operation *u : op->getUsers())
+          if (pos[u] <= pos[last])
+            moving.insert(u);
+      }
+      if (!legal)
+        continue;
+      SmallVector<Operation *> order(moving.begin(), moving.end());
+      llvm::sort(order, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      Operation *after = last;
+      for (Operation *op : order) {
+        op->moveAfter(after);
+        after = op;
+      }
+      renumber();
+      groups.unionSets(leader, sibling);
+    }
   }
 
   void buildKernel(ArrayRef<Operation *> ms, StringRef kind) {

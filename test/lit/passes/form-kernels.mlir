@@ -131,3 +131,40 @@ func.func @two_sums(%x: tensor<2x4x8xf32>) -> (tensor<1x4x8xf32>, tensor<1x1x8xf
   %b = ortc.reduce_sum %e {axes = array<i64: 0, 1>} : tensor<2x4x8xf32> -> tensor<1x1x8xf32>
   return %a, %b : tensor<1x4x8xf32>, tensor<1x1x8xf32>
 }
+
+// -----
+
+// A recompute clone joins its sibling: the clone of gelu(h) (placed by ortc-recompute before
+// its first backward reader, the dW matmul) and the kernel of gelu_grad(h, dg) both read h,
+// so they become one kernel (h read once, one launch) where gelu_grad stood; the matmul
+// reading the clone moves after it.
+// CHECK-LABEL: func.func @recompute_sibling
+// CHECK: %[[DG:.*]] = ortc.matmul %arg1, %arg2 {ortc.stage = "backward"}
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0, %[[DG]]) {ortc.stage = "backward"}
+// CHECK-NEXT: ^bb0(%[[H:.*]]: tensor<4x16xf32>, %[[D:.*]]: tensor<4x16xf32>):
+// CHECK-NEXT: %[[G:.*]] = ortc.gelu %[[H]] {ortc.recompute, ortc.stage = "forward"}
+// CHECK-NEXT: %[[GG:.*]] = ortc.gelu_grad %[[H]], %[[D]]
+// CHECK-NEXT: ortc.yield %[[G]], %[[GG]]
+// CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
+func.func @recompute_sibling(%h: tensor<4x16xf32>, %dy: tensor<4x16xf32>, %w: tensor<16x16xf32>)
+    -> (tensor<16x16xf32>, tensor<4x16xf32>) {
+  %g = ortc.gelu %h {ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>
+  %dw = ortc.matmul %g, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  %dg = ortc.matmul %dy, %w {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %dh = ortc.gelu_grad %h, %dg {ortc.stage = "backward"} : tensor<4x16xf32>
+  return %dw, %dh : tensor<16x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Not when the clone's reader feeds the sibling: the kernel could not run after it.
+// CHECK-LABEL: func.func @recompute_sibling_feeds
+// CHECK: ortc.gelu %arg0 {ortc.recompute, ortc.stage = "forward"}
+// CHECK: ortc.matmul
+// CHECK: ortc.gelu_grad
+func.func @recompute_sibling_feeds(%h: tensor<4x16xf32>, %w: tensor<16x16xf32>) -> tensor<4x16xf32> {
+  %g = ortc.gelu %h {ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>
+  %dg = ortc.matmul %g, %w {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %dh = ortc.gelu_grad %h, %dg {ortc.stage = "backward"} : tensor<4x16xf32>
+  return %dh : tensor<4x16xf32>
+}
