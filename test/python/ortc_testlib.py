@@ -1,5 +1,6 @@
 # Shared scaffolding of the Python numerics tests: where the tools are, how to run them,
 # and how to make a sample comparable with PyTorch (Dropout off, same weights).
+import json
 import os
 import subprocess
 import sys
@@ -208,3 +209,20 @@ def schema_problems(value, schema, path="report"):
         for i, v in enumerate(value):
             out += schema_problems(v, schema["items"], "%s[%d]" % (path, i))
     return out
+
+
+def random_feed(artifact, path, steps):
+    """`steps` batches for the train step's inputs of `artifact` into `path` (.npz): floats in
+    [-1, 1), integers in {0, 1} (labels and token ids every model accepts)."""
+    with open(os.path.join(artifact, "manifest.json")) as f:
+        m = json.load(f)
+    wanted = set(m["functions"]["train_step"]["inputs"])
+    rs = np.random.RandomState(3)
+    feed = {}
+    for t in m["tensors"]:
+        if t["role"] != "input" or t["name"] not in wanted:
+            continue
+        shape = [steps] + t["shape"]
+        feed[t["name"]] = (rs.uniform(-1, 1, shape).astype(np.float32) if t["dtype"] == "f32"
+                           else rs.randint(0, 2, shape).astype(np.int64))
+    np.savez(path, **feed)

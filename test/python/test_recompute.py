@@ -15,29 +15,14 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import ENV, ORTC, REPORT_SCHEMA, SAMPLES, TempDir, run, sample_path, schema_problems
+from ortc_testlib import (ENV, ORTC, REPORT_SCHEMA, SAMPLES, TempDir, random_feed, run, sample_path,
+                          schema_problems)
 
 FLAGS = {"gpt2": ["--optimizer", "adamw"], "bert": ["--optimizer", "adamw"],
          "cnn": ["--momentum", "0.9", "--weight-decay", "0.01"], "mlp": ["--optimizer", "adamw"]}
 STEPS = 4
 SUMMARY = re.compile(r"recompute \((\S+)\) @train_step: (\d+) values, arena (\d+) bytes vs (\d+) without")
 POLICIES = ("none", "selective", "layers", "budget=70%")
-
-
-def random_feed(artifact, path):
-    """STEPS batches for the train step's inputs: floats in [-1, 1), integers in {0, 1}."""
-    with open(os.path.join(artifact, "manifest.json")) as f:
-        m = json.load(f)
-    wanted = set(m["functions"]["train_step"]["inputs"])
-    rs = np.random.RandomState(3)
-    feed = {}
-    for t in m["tensors"]:
-        if t["role"] != "input" or t["name"] not in wanted:
-            continue
-        shape = [STEPS] + t["shape"]
-        feed[t["name"]] = (rs.uniform(-1, 1, shape).astype(np.float32) if t["dtype"] == "f32"
-                           else rs.randint(0, 2, shape).astype(np.int64))
-    np.savez(path, **feed)
 
 
 class RecomputeIsExact(unittest.TestCase):
@@ -83,7 +68,7 @@ class RecomputeIsExact(unittest.TestCase):
                     blocks[policy] = p.stderr
                     feed = os.path.join(d, "feed.npz")
                     if not os.path.exists(feed):
-                        random_feed(art, feed)
+                        random_feed(art, feed, STEPS)
                     log, params = os.path.join(d, "run.jsonl"), os.path.join(d, "p.npz")
                     run([ORTC, "train", art, "--data", feed, "--steps", str(STEPS), "--lr", "0.01",
                          "--log-json", log, "--save-params", params, "--quiet"])

@@ -427,6 +427,25 @@ class EmulatedTrainingRun(unittest.TestCase):
         np.testing.assert_allclose(runs["graphs"][0], runs["cpu"][0], rtol=1e-5)
 
 
+    def test_recompute_trains_as_without(self):
+        """`--recompute selective` and `layers` on the CUDA target train the GPT sample (dropout
+        in training mode) as without, within 1e-6 relative: the clones, a GELU's clone in the
+        kernel of its gradient, masks drawn again from the counter-based generator."""
+        runs = {}
+        with tl.TempDir() as d:
+            feed = os.path.join(d, "feed.npz")
+            for policy in ("none", "selective", "layers"):
+                art = build(tl.sample_path("gpt2"), os.path.join(d, policy + ".ortc"), "cuda",
+                            ["--dim", "batch=4", "--optimizer", "adamw", "--recompute", policy])
+                if policy == "none":
+                    tl.random_feed(art, feed, 3)
+                runs[policy] = train(art, feed, 0.01, d, policy, steps=3)
+        for policy in ("selective", "layers"):
+            np.testing.assert_allclose(runs[policy][0], runs["none"][0], rtol=1e-6, err_msg=policy)
+            for k, v in runs["none"][1].items():
+                np.testing.assert_allclose(runs[policy][1][k], v, rtol=1e-6, atol=1e-7,
+                                           err_msg="%s: %s" % (policy, k))
+
     def test_out_of_range_labels_are_named_on_the_gpu_target(self):
         """Labels are checked against the manifest's index ranges before a GPU step runs, as
         on the CPU: the run stops naming the input, element, value and range, and the step
