@@ -9,10 +9,12 @@
 #                                             [--fit-mib 256] [--markdown] [--workdir DIR]
 #
 # Step times: `ortc-run train` at --threads, median of --steps after --warmup (bench_cpu's
-# ortc_train), the best of --rounds rounds that run every artifact in turn (the 2-core machines
-# this runs on swing by 30% between minutes; interleaving keeps the comparison fair). Arena and recompute figures: what `ortc build` prints. The batch search builds up to
+# ortc_train), in --rounds rounds that run every artifact in turn, each round starting one later
+# (the 2-core machines this runs on swing by 30% between minutes; interleaving keeps the
+# comparison fair): the median over rounds, and against none the median of the rounds' ratios.
+# Arena and recompute figures: what `ortc build` prints. The batch search builds up to
 # the memory plan only (--stop-after schedule).
-import argparse, os, re, subprocess, sys, tempfile
+import argparse, os, re, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_cpu  # noqa: E402  (models, export, ortc helpers)
@@ -87,16 +89,20 @@ def main():
         for policy in ['none', 'selective', 'layers'] + ['budget=%d%%' % b for b in args.budgets]:
             art = os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], re.sub(r'[^a-z0-9]+', '', policy)))
             built.append((policy, art, build(args, spec, policy, cfg['batch'], art)))
-        # Rounds over all artifacts in turn, so that a slow spell of the machine hits them alike;
-        # each artifact's time is its best round's median.
+        # Rounds over all artifacts in turn, so that a slow spell of the machine hits them alike,
+        # each round starting one artifact later (no policy always runs first). An artifact's time
+        # is the median of its rounds' medians; its ratio to none the median of the rounds'
+        # ratios (none and the policy measured minutes apart at most).
         ms, losses = {}, {}
-        for _ in range(args.rounds):
-            for policy, art, got in built:
-                if not isinstance(got, str):
-                    t = bench_cpu.ortc_train(args, art, spec['feed'], cfg['lr'], args.threads,
-                                             os.path.join(workdir, 'train.jsonl'))
-                    ms[policy] = min(ms.get(policy, t['ms']), t['ms'])
-                    losses[policy] = (t['loss_1'], t['loss_last'])
+        runnable = [(policy, art) for policy, art, got in built if not isinstance(got, str)]
+        for r in range(args.rounds):
+            for policy, art in runnable[r % len(runnable):] + runnable[:r % len(runnable)]:
+                t = bench_cpu.ortc_train(args, art, spec['feed'], cfg['lr'], args.threads,
+                                         os.path.join(workdir, 'train.jsonl'))
+                ms.setdefault(policy, [None] * args.rounds)[r] = t['ms']
+                losses[policy] = (t['loss_1'], t['loss_last'])
+        ratio = {p: statistics.median(a / b for a, b in zip(ms[p], ms['none'])) for p in ms}
+        ms = {p: statistics.median(v) for p, v in ms.items()}
         rows, base = [], None
         for policy, art, got in built:
             if isinstance(got, str):
@@ -105,11 +111,11 @@ def main():
             arena, rc = got
             base = base or (arena, ms[policy])
             rows.append([policy, '%.1f (%.0f%%)' % (arena / 2**20, 100.0 * arena / base[0]),
-                         '%.2f (%+.1f%%)' % (ms[policy], 100.0 * (ms[policy] / base[1] - 1)),
+                         '%.2f (%+.1f%%)' % (ms[policy], 100.0 * (ratio[policy] - 1)),
                          rc[0] if rc else '0',
                          '%s (%s%%)' % (rc[1], rc[2]) if rc else '0',
                          'yes' if losses[policy] == losses['none'] else 'NO: %r' % (losses[policy],)])
-        header = ['policy', 'arena MiB (of none)', 'step ms, %d threads, best of %d (vs none)' % (args.threads, args.rounds),
+        header = ['policy', 'arena MiB (of none)', 'step ms, %d threads, median of %d rounds (vs none: median ratio)' % (args.threads, args.rounds),
                   'values recomputed', 'MFLOP added (of the forward)', 'losses equal none\'s']
         lines.append('%s, batch %d (fusion on):' % (name, cfg['batch']))
         lines.append('')

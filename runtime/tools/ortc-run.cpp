@@ -183,8 +183,8 @@ int main(int argc, char **argv) {
                arg == "--shuffle") {
       if (!parseInt(value, n))
         return usageError(arg + " needs an integer, got '" + value + "'");
-      if (arg == "--epochs" && n < 1)
-        return usageError("--epochs needs an integer >= 1, got '" + value + "'");
+      if ((arg == "--epochs" || arg == "--schedule-steps") && n < 1) // (0 is "not given")
+        return usageError(arg + " needs an integer >= 1, got '" + value + "'");
       (arg == "--warmup-steps"     ? o.warmupSteps
        : arg == "--schedule-steps" ? o.scheduleSteps
        : arg == "--eval-every"     ? o.evalEvery

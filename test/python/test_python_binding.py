@@ -57,6 +57,33 @@ class PythonBinding(unittest.TestCase):
         ev = s.eval(self.batch(0))
         self.assertTrue(0 <= ev["correct"] <= ev["counted"] == 4)
 
+    def test_accumulation_and_eval_as_ortc_train(self):
+        """accumulate() then step(grad_scale=1/2) is a step of `ortc train --grad-accum 2`: the same
+        parameters bit for bit, the micro-batches' mean loss; eval() over a feed gives the
+        eval record's loss."""
+        art, feed = os.path.join(self.d, "acc.ortc"), os.path.join(self.d, "acc.npz")
+        run([ORTC, "build", sample_path("mlp"), "--dim", "batch=4", "--optimizer", "adamw",
+             "--grad-accum", "-o", art])
+        rs = np.random.RandomState(1)
+        x, y = rs.randn(4, 4, 32).astype(np.float32), rs.randint(0, 10, (4, 4))
+        np.savez(feed, x=x, labels=y)
+        log, params = os.path.join(self.d, "acc.jsonl"), os.path.join(self.d, "acc-p.npz")
+        run([ORTC, "train", art, "--data", feed, "--steps", "2", "--grad-accum", "2", "--lr", str(LR),
+             "--eval-data", feed, "--eval-every", "2", "--log-json", log, "--save-params", params,
+             "--quiet"])
+        with open(log) as f:
+            records = [json.loads(line) for line in f]
+        s = ortc.Artifact(art).session()
+        for i in range(2):
+            first = s.accumulate({"x": x[2 * i], "labels": y[2 * i]})["loss"]
+            last = s.step({"x": x[2 * i + 1], "labels": y[2 * i + 1]}, lr=LR, grad_scale=0.5)["loss"]
+            self.assertAlmostEqual((float(first) + float(last)) / 2, records[i]["loss"], delta=1e-6)
+        trained = np.load(params)
+        for k, v in s.parameters().items():
+            np.testing.assert_array_equal(v, trained[k], err_msg=k)
+        ev = [s.eval({"x": x[i], "labels": y[i]})["loss"] for i in range(4)]
+        self.assertAlmostEqual(float(np.mean(np.float64(ev))), records[2]["eval_loss"], delta=1e-6)
+
     def test_parameters_are_views_of_the_session(self):
         s = ortc.Artifact(self.art).session()
         w = s.parameters()["net.4.weight"]

@@ -5,13 +5,15 @@
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import unittest
 import warnings
 
 import numpy as np
 
-from ortc_testlib import ENV, ORTC, ORTC_RUN, TempDir, check_sgd_vs_torch, run
+from ortc_testlib import ENV, ORTC, ORTC_RUN, ROOT, TempDir, check_sgd_vs_torch, run, sample_path
 
 STEPS = 12
 LR = 0.2
@@ -189,6 +191,14 @@ class GradAccumulation(unittest.TestCase):
             a, b = np.load(os.path.join(d, "one.npz")), np.load(os.path.join(d, "plain.npz"))
             for n in a:
                 np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+            # One micro-batch's activations in memory: each step of the accumulating artifact
+            # plans the arena of the plain step on the same batch (the running sums are state).
+            arenas = {}
+            for name, path in (("acc", art), ("plain", plain)):
+                with open(os.path.join(path, "manifest.json")) as f:
+                    arenas[name] = {k: v["arena_bytes"] for k, v in json.load(f)["functions"].items()}
+            self.assertLessEqual(arenas["acc"]["accumulate_step"], arenas["plain"]["train_step"])
+            self.assertLessEqual(arenas["acc"]["train_step"], arenas["plain"]["train_step"])
             p = subprocess.run([ORTC, "train", plain, "--data", feed, "--grad-accum", "2"],
                                capture_output=True, text=True, env=ENV)
             self.assertEqual(p.returncode, 1)
@@ -346,6 +356,35 @@ class Evaluation(unittest.TestCase):
             self.assertEqual(len(steps), 10)
 
 
+class ReadmeExample(unittest.TestCase):
+    """The README's fine-tuning run, end to end, as written there (on the MLP sample, its
+    step counts scaled down): every flag it shows is accepted and does what it says."""
+    SCALE = {"--steps": "8", "--warmup-steps": "2", "--eval-every": "4", "--log-every": "2"}
+
+    def test_fine_tuning_run_as_the_readme_writes_it(self):
+        with open(os.path.join(ROOT, "README.md")) as f:
+            text = f.read()
+        block = re.search(r"A fine-tuning run, end to end:\n\n```sh\n(.*?)```", text, re.S).group(1)
+        with TempDir() as d:
+            rs = np.random.RandomState(5)
+            for name, n in (("train.npz", 16), ("val.npz", 2)):
+                np.savez(os.path.join(d, name), x=rs.randn(n, 8, 32).astype(np.float32),
+                         labels=rs.randint(0, 10, (n, 8)))
+            shutil.copy(sample_path("mlp"), os.path.join(d, "model.onnx"))
+            for line in block.replace("\\\n", " ").strip().splitlines():
+                words = line.split()
+                for i, w in enumerate(words[:-1]):
+                    words[i + 1] = self.SCALE.get(w, words[i + 1])
+                words[0] = {"ortc": ORTC}[words[0]]
+                run(words, cwd=d)
+            records = read_log(os.path.join(d, "log.jsonl"))
+            self.assertEqual([r["step"] for r in records if "loss" in r], list(range(1, 9)))
+            self.assertEqual([r["step"] for r in records if "eval_loss" in r], [4, 8])
+            self.assertEqual(records[0]["lr"], 0.0)  # warm-up from 0
+            for f in ("trained.npz", "ckpt.npz", "trained.onnx"):
+                self.assertTrue(os.path.exists(os.path.join(d, f)), f)
+
+
 class RefusedFlags(unittest.TestCase):
     """Every refused flag: exit status (2: usage) and a message naming the flag."""
     @classmethod
@@ -426,6 +465,8 @@ class RefusedFlags(unittest.TestCase):
             (["--lr-schedule", "cosine", "--min-lr", "1"], "--min-lr"),
             (["--min-lr", "0.001"], "--min-lr is the floor of a decaying --lr-schedule"),
             (["--schedule-steps", "20"], "--schedule-steps is where linear and cosine"),
+            (["--lr-schedule", "cosine", "--schedule-steps", "0"], "--schedule-steps"),
+            (["--steps", "3", "--epochs", "1"], "--epochs"),
             (["--eval-every", "5"], "--eval-every needs --eval-data"),
             (["--eval-every", "0"] + ev, "--eval-every"),
             (ev, "--eval-data needs --eval-every N or --eval"),
@@ -441,6 +482,21 @@ class RefusedFlags(unittest.TestCase):
         # A schedule that cannot decay within the run is the run's problem (exit 1).
         self.expect(base + ["--steps", "3", "--lr-schedule", "linear", "--warmup-steps", "5"], 1,
                     "--lr-schedule linear decays after the 5 warm-up steps", tools=(ORTC, ORTC_RUN))
+
+    def test_log_every_and_quiet(self):
+        """Progress lines: every step by default, every N-th and the last with --log-every N,
+        none with --quiet (the JSON log has every step regardless)."""
+        base = ["train", self.art, "--data", os.path.join(self.d, "feed.npz"), "--steps", "5"]
+        for tool in (ORTC, ORTC_RUN):
+            for extra, steps in (([], [1, 2, 3, 4, 5]), (["--log-every", "2"], [2, 4, 5]), (["--quiet"], [])):
+                log = os.path.join(self.d, "log.jsonl")
+                p = subprocess.run([tool] + base + extra + ["--log-json", log], capture_output=True,
+                                   text=True, env=ENV)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                printed = [int(m) for m in re.findall(r"^step (\d+) loss", p.stdout + p.stderr, re.M)]
+                self.assertEqual(printed, steps, "%s %s" % (os.path.basename(tool), extra))
+                with open(log) as f:
+                    self.assertEqual(len(f.readlines()), 5)
 
     def test_commands_and_version(self):
         self.expect(["bogus"], 2, "unknown command 'bogus'")
