@@ -550,8 +550,9 @@ int runBuild(const BuildOptions &options) {
     dumper->write("onnx", *module);
 
   Phase last = options.stopAfter.value_or(Phase::Package);
-  // With a recompute policy, the arena each step function would need without it: the
-  // module as the training passes left it, fused and planned on the side.
+  // With a recompute policy, the arena each step function would need without it: what
+  // the pass planned on its trial copy (ortc.recompute_without); for --memory-timeline,
+  // which draws it, the module as the training passes left it, fused and planned on the side.
   std::map<std::string, int64_t> arenaWithoutRecompute;
   OwningOpRef<ModuleOp> withoutRecompute; // kept for --memory-timeline
   for (int p = 0; p <= static_cast<int>(last) && p <= static_cast<int>(Phase::Schedule); ++p) {
@@ -568,7 +569,7 @@ int runBuild(const BuildOptions &options) {
       pm.addInstrumentation(std::make_unique<Forward>(*dumper));
     }
     if (current == Phase::Recompute && options.recompute != "none" &&
-        last >= Phase::Schedule) {
+        last >= Phase::Schedule && !options.memoryTimeline.empty()) {
       OwningOpRef<ModuleOp> plain(cast<ModuleOp>((*module)->clone()));
       PassManager side(&ctx);
       buildPhasePipeline(Phase::Fusion, side, options);
@@ -612,6 +613,8 @@ int runBuild(const BuildOptions &options) {
                                                : 1.0)
                    << "\n";
       auto recomputed = fn->getAttrOfType<IntegerAttr>("ortc.recomputed");
+      if (auto without = fn->getAttrOfType<IntegerAttr>("ortc.recompute_without"))
+        arenaWithoutRecompute.emplace(fn.getSymName().str(), without.getInt());
       auto plain = arenaWithoutRecompute.find(fn.getSymName().str());
       if (!recomputed || plain == arenaWithoutRecompute.end())
         continue;

@@ -30,7 +30,8 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     what was chosen: `ortc.recomputed` (how many values) and `ortc.recompute_flops`
     (what the clones add, net of forward ops that moved to the backward) beside
     `ortc.forward_flops` (the forward's RecomputeOpInterface operations), the planned
-    arena `ortc.recompute_planned`, for a budget `ortc.recompute_budget` (bytes), and
+    arena `ortc.recompute_planned` and the one planned without recompute
+    `ortc.recompute_without`, for a budget `ortc.recompute_budget` (bytes), and
     `ortc.recomputed_nodes` ("<ONNX node> (<op>)" of each value, for `--timing`).
   }];
   let options = [

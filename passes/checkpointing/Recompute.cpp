@@ -11,23 +11,25 @@
 //  2. A forward value is saved when an op outside the forward reads it. A value is
 //     available in the backward without recompute when it is a step input, a weight
 //     or constant, a saved value, or a function result.
-//  3. A value is recomputable when its producer is a forward op with
-//     RecomputeOpInterface that the policy admits, it is not a function result, and
-//     each operand is available or itself recomputable (a chain of forward values,
-//     none of which the backward reads, that ends at available values). Candidates:
-//     the saved values that are recomputable.
-//     - selective admits ops of at most `cheap-flops` operations per result element and
-//       takes every candidate;
-//     - layers keeps the inputs and outputs of each repeated block (findRepeatedBlocks:
-//       transformer layers, residual blocks, found in the graph) and takes every saved
-//       value a block computes with RecomputeOpInterface ops: in the backward, the block
-//       runs again from its inputs, as per-module checkpointing does;
-//     - budget=BYTES|PCT% admits every op with the interface, orders the candidates by
-//       bytes freed per operation added (the value's bytes over its chain's operations),
-//       and takes the shortest prefix of that order whose step, after kernel formation
-//       and memory planning as the build will run them on a copy, fits the budget
-//       (binary search over the prefix length; an arena out of reach is an error that
-//       names the smallest one reached).
+//  3. Candidates, in groups taken or left together:
+//     - selective and budget: a value is recomputable when its producer is a forward
+//       op with RecomputeOpInterface that the policy admits (selective: at most
+//       `cheap-flops` operations per result element; budget: every op with the
+//       interface), it is not a function result, and each operand is available or
+//       itself recomputable (a chain of forward values, none of which the backward
+//       reads, that ends at available values). Each saved recomputable value is a
+//       group, most bytes freed per operation added first (the value's bytes over its
+//       chain's operations);
+//     - layers: each repeated block (findRepeatedBlocks: transformer layers, residual
+//       blocks, by node name scope or repeats in the graph) is a group of the saved
+//       values its RecomputeOpInterface ops compute that no forward op outside it
+//       reads: in the backward the block runs again from what crosses its boundary, as
+//       per-module checkpointing does.
+//     Each group is kept only if the arena of a trial copy of the step, with kernels
+//     formed and memory planned as the build will, gets smaller (the planned arena is
+//     not monotone in the set: no prefix or binary search), through all groups, or for
+//     a budget until it fits (an arena out of reach is an error that names the
+//     smallest one reached). plan=false takes every group untried.
 //  4. Walk the backward ops in order; at the first reader of a chosen value, clone
 //     its producer chain just before that reader (stage "forward", marked
 //     ortc.recompute) and point every backward reader at the clone. Forward readers
@@ -35,8 +37,9 @@
 //     readers (its value was read by the backward only) is erased: it runs once, in
 //     the backward.
 //  5. Record on the function how many values were chosen, the operations the clones
-//     add (net of erased originals), the forward's operations, the arena planned and
-//     for a budget the budget, for the build's report.
+//     add (net of erased originals), the forward's operations, the arena planned, for a
+//     budget the budget and for layers the blocks found and recomputed, for the build's
+//     report.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/checkpointing/Passes.h"
@@ -369,8 +372,10 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
              << plain << " without recompute)";
     fn->setAttr("ortc.recompute_budget", b.getI64IntegerAttr(budget));
   }
-  if (planned)
+  if (planned) {
     fn->setAttr("ortc.recompute_planned", b.getI64IntegerAttr(best));
+    fn->setAttr("ortc.recompute_without", b.getI64IntegerAttr(plain));
+  }
   // What was chosen, by ONNX node and op (the build prints it under --timing).
   SmallVector<Attribute> names;
   for (Value v : chosen) {
