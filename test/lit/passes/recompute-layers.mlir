@@ -55,7 +55,7 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x", ortc.role = "input"
 // Planned (the default), a block is recomputed only if the arena gets smaller: here
 // neither does (the peak, 768 bytes, is where dx's operands meet, whatever is recomputed).
 // PLAN-LABEL: func.func @train_step
-// PLAN-SAME: ortc.recompute_planned = 768 : i64, ortc.recomputed = 0 : i64, ortc.recomputed_blocks = 0 : i64
+// PLAN-SAME: ortc.recompute_planned = 768 : i64, ortc.recompute_without = 768 : i64, ortc.recomputed = 0 : i64, ortc.recomputed_blocks = 0 : i64
 
 // -----
 
@@ -89,10 +89,10 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x", ortc.role = "input"
 // CHECK-SAME: ortc.recomputed_blocks = 2 : i64
 // CHECK: ortc.matmul %{{.*}}, %arg3 {ortc.recompute, ortc.stage = "forward"}
 // CHECK: ortc.matmul %arg0, %arg1 {ortc.recompute, ortc.stage = "forward"}
-// Planned: one block lowers the arena (kernels formed, memory planned) to 512 bytes; the
+// Planned: one block lowers the arena (kernels formed, memory planned) from 768 to 512 bytes; the
 // second one adds nothing.
 // PLAN-LABEL: func.func @train_step
-// PLAN-SAME: ortc.recompute_planned = 512 : i64, ortc.recomputed = 1 : i64, ortc.recomputed_blocks = 1 : i64
+// PLAN-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 768 : i64, ortc.recomputed = 1 : i64, ortc.recomputed_blocks = 1 : i64
 
 // -----
 

@@ -79,7 +79,7 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 // operation) brings the planned arena to 512 bytes; nothing else is needed.
 // BUDGET-LABEL: func.func @train_step
 // BUDGET-SAME: ortc.recompute_budget = 1024 : i64
-// BUDGET-SAME: ortc.recompute_planned = 512 : i64, ortc.recomputed = 1 : i64
+// BUDGET-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1280 : i64, ortc.recomputed = 1 : i64
 // BUDGET: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
 // BUDGET-NOT: ortc.recompute,
 // ALL-LABEL: func.func @train_step
@@ -89,7 +89,7 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 // Planned (the default), selective keeps only the candidates that lower the arena: h alone
 // (1280 -> 512 bytes), as the 80% budget below.
 // KEEP-LABEL: func.func @train_step
-// KEEP-SAME: ortc.recompute_planned = 512 : i64, ortc.recomputed = 1 : i64
+// KEEP-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1280 : i64, ortc.recomputed = 1 : i64
 // KEEP: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
 // KEEP-NOT: ortc.recompute,
 
