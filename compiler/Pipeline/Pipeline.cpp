@@ -186,8 +186,10 @@ bool writeAtomically(const std::string &path, const std::string &text) {
       !llvm::sys::fs::is_regular_file(st) && !llvm::sys::fs::is_directory(st)) {
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
-    if (!ec)
+    if (!ec) {
       os << text;
+      os.close(); // (a write error shows at the flush)
+    }
     if (ec || os.has_error()) {
       llvm::errs() << "ortc: error: cannot write " << path << ": "
                    << (ec ? ec : os.error()).message() << "\n";

@@ -26,11 +26,12 @@ std::vector<mlir::Value> budgetCandidates(mlir::func::FuncOp fn);
 std::pair<int64_t, int64_t> plannedWith(mlir::func::FuncOp fn, llvm::ArrayRef<mlir::Value> chosen,
                                         bool fusion);
 /// The repeated blocks of a forward (its ops in order): by node name scope (a module
-/// path with an index: "/encoder/layer.3/...") where the export kept them, else runs of
-/// activation ops whose sequence repeats back to back, cut where the fewest activation
-/// bytes cross (RepeatedBlocks.cpp). `--recompute layers` recomputes them.
+/// path with an index: "/encoder/layer.3/...") where the export kept them, else by
+/// back-to-back repeats of its heavy ops (more than `cheapFlops` operations per element to
+/// recompute), cut where the fewest activation bytes cross (RepeatedBlocks.cpp).
+/// `--recompute layers` recomputes them.
 std::vector<std::vector<mlir::Operation *>>
-findRepeatedBlocks(llvm::ArrayRef<mlir::Operation *> forward);
+findRepeatedBlocks(llvm::ArrayRef<mlir::Operation *> forward, int64_t cheapFlops = 16);
 } // namespace ortc
 
 #endif // ORTC_PASSES_CHECKPOINTING_PASSES_H

@@ -23,10 +23,12 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     arena without recompute) admits every op with the interface (GEMMs, convolutions
     too) and takes candidates the same way until the planned arena fits; a budget out
     of reach is an error naming the smallest arena reached. `layers` finds the
-    forward's repeated blocks in the graph (runs of ops that repeat back to back, cut
-    where the fewest activation bytes cross: transformer layers, residual blocks) and
-    recomputes each block's values in the backward from its inputs, keeping only what
-    crosses the block boundaries (`ortc.recompute_blocks`: the ops of each block). Each step function records
+    forward's repeated blocks (transformer layers, residual blocks: by node name scope,
+    else as back-to-back repeats of its GEMMs and convolutions cut where the fewest
+    activation bytes cross) and recomputes each block's values in the backward from its
+    inputs, block by block where the planned arena shrinks, keeping only what crosses the
+    block boundaries (`ortc.recompute_blocks`: how many ops each block
+    has; `ortc.recomputed_blocks`: how many are recomputed). Each step function records
     what was chosen: `ortc.recomputed` (how many values) and `ortc.recompute_flops`
     (what the clones add, net of forward ops that moved to the backward) beside
     `ortc.forward_flops` (the forward's RecomputeOpInterface operations), the planned
@@ -38,7 +40,7 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
            "none | selective | layers | budget=BYTES | budget=PCT%">,
     Option<"plan", "plan", "bool", /*default=*/"true",
-           "selective: keep only the candidates that lower the planned arena (false: all)">,
+           "selective, layers: keep only the candidates that lower the planned arena (false: all)">,
     Option<"fusion", "fusion", "bool", /*default=*/"true",
            "budget: trials form kernels before planning, as `--fusion default` builds">,
     Option<"cheapFlops", "cheap-flops", "int64_t", /*default=*/"16",

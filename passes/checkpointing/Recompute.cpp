@@ -222,13 +222,13 @@ void candidatesOf(StepAnalysis &step, SmallVectorImpl<Value> &candidates, DenseS
 }
 
 /// The candidates of `layers` in `step`, one group per repeated block, and the chain
-/// values they read; returns the ops of each block. A value is recomputed when a block's
+/// values they read; returns how many ops each block has. A value is recomputed when a block's
 /// op with RecomputeOpInterface computes it, it is not a result and no forward op outside
 /// its block reads it; the candidates are those the backward reads. What a clone reads
 /// from its block that is not recomputed (an op without the interface) the backward keeps.
 SmallVector<int64_t> layerCandidates(StepAnalysis &step, SmallVectorImpl<SmallVector<Value>> &groups,
-                                     DenseSet<Value> &chain) {
-  std::vector<std::vector<Operation *>> blocks = findRepeatedBlocks(step.forwardOrder);
+                                     DenseSet<Value> &chain, int64_t cheapFlops) {
+  std::vector<std::vector<Operation *>> blocks = findRepeatedBlocks(step.forwardOrder, cheapFlops);
   DenseMap<Operation *, unsigned> blockOf;
   SmallVector<int64_t> sizes;
   for (auto [i, ops] : llvm::enumerate(blocks)) {
@@ -328,7 +328,7 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   DenseSet<Value> chain; // values the chains read that the backward does not keep
   Builder b(fn.getContext());
   if (p.kind == Policy::Layers) {
-    SmallVector<int64_t> blocks = layerCandidates(step, groups, chain);
+    SmallVector<int64_t> blocks = layerCandidates(step, groups, chain, cheapFlops);
     fn->setAttr("ortc.recompute_blocks", b.getDenseI64ArrayAttr(blocks));
     if (blocks.empty())
       fn.emitWarning("ortc-recompute: layers: no repeated blocks in the forward of @")
@@ -353,6 +353,8 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   int64_t best = plain, blocksTaken = 0;
   SmallVector<Value> chosen;
   for (size_t i = 0; i < groups.size() && (!planned || best > budget); ++i) {
+    if (groups[i].empty()) // (a block the backward reads nothing of)
+      continue;
     chosen.append(groups[i]);
     int64_t a = planned ? trial(fn, chosen, chain, fusion).first : 0;
     if (!planned || a < best) { // (plan=false: every candidate)
@@ -386,9 +388,9 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
       what += "reshape of ";
       op = op->getOperand(0).getDefiningOp();
     }
-    auto loc = dyn_cast<NameLoc>(op->getLoc());
-    names.push_back(b.getStringAttr((loc ? loc.getName().str() : std::string("?")) + " (" +
-                                    what + op->getName().stripDialect().str() + ")"));
+    StringRef node = onnxNodeName(op);
+    names.push_back(b.getStringAttr((node.empty() ? "?" : node.str()) + " (" + what +
+                                    op->getName().stripDialect().str() + ")"));
   }
   fn->setAttr("ortc.recomputed_nodes", b.getArrayAttr(names));
   // (applyRecompute clones only the chain values that the chosen ones read.)

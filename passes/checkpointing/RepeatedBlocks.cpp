@@ -6,37 +6,44 @@
 // only ONNX nodes, so the blocks are found from what the export left:
 //
 //  1. Node name scopes. PyTorch's TorchScript exporter names nodes by module path
-//     ("/m/bert/encoder/layer.3/attention/self/MatMul"); the outermost path segment
-//     that ends in ".<index>" names a block, and a family of them (the same path with
-//     another index: layer.0, layer.1, ...) is a repeated structure. Families of two or
-//     more blocks are taken; the op order does not matter (layers are not always
-//     exported in the same order, and CSE leaves layer-invariant ops in the first).
-//  2. Otherwise the graph (PyTorch 2's exporter names nodes "node_MatMul_12"): the
+//     ("/m/bert/encoder/layer.3/attention/self/MatMul", torchvision's ViT
+//     ".../encoder_layer_3/..."): a path segment (not the node's own name, the last)
+//     ending in ".<index>" or "_<index>" names a block, and a family of them (the same
+//     path with another index) is a repeated structure when it has two members or more
+//     and each holds a heavy op (a Sequential of single layers, Linear then GELU, is
+//     not); the outermost such family wins. The op order does not matter (layers are not
+//     always exported in the same order, and CSE leaves layer-invariant ops in the first).
+//  2. Otherwise the graph (PyTorch 2's exporter names nodes "node_MatMul_12"). The
 //     forward's activation ops (those reading a step input, directly or through other
-//     forward ops; weight-only and constant-only ops such as a bias broadcast or a
-//     shared scale are left out, as CSE keeps them in the first layer only) form a
-//     sequence in execution order, each op a signature (op name, operand and result
-//     counts, result ranks). For every period P >= kMinOps, where sig[j] == sig[j + P]
-//     holds over a run of length L starting at i, ops [i, i + L + P) repeat with period
-//     P, floor((L + P) / P) copies. The run covering the most ops wins (ties: the
-//     shorter period, finer blocks), if its block holds an op that is not cheap to
-//     recompute (a GEMM, a convolution: a run of elementwise pairs is not a layer).
-//     Where a block starts in the run is chosen where the fewest activation bytes
-//     cross the block boundaries (a residual stream, not the middle of an attention),
-//     among the offsets that keep every copy; the ops before and after the run are
-//     searched the same way (an encoder's blocks, then a decoder's).
+//     forward ops; weight-only and constant-only ops such as a bias broadcast or a shared
+//     scale are left out, as CSE keeps them in the first layer only) in execution order;
+//     of them, the heavy ones (not cheap to recompute: GEMMs, convolutions, ops without
+//     RecomputeOpInterface) form a sequence of signatures (op name, operand and result
+//     counts, result ranks): cheap ops are left out of it because exporters order them
+//     differently from layer to layer. For every period P >= 1 (in heavy ops), where
+//     sig[j] == sig[j + P] holds over a run of length L starting at i, heavy ops
+//     [i, i + L + P) repeat with period P, floor((L + P) / P) copies. The run covering the
+//     most heavy ops wins (ties: the shorter period, finer blocks). Block boundaries fall
+//     in the gaps between the last heavy op of one copy and the first of the next, each
+//     where the fewest activation bytes cross (after a residual add, not inside an
+//     attention), at the offset into the run (among those that keep every copy) with the
+//     fewest bytes in all; blocks of fewer than kMinOps ops are dropped. The heavy ops
+//     before and after the run are searched the same way (an encoder's blocks, then a
+//     decoder's).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/checkpointing/Passes.h"
 
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
 #include "passes/memory_planning/Passes.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/MapVector.h"
 
-#include <cctype>
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -45,28 +52,17 @@ namespace {
 
 /// The fewest ops a block found in the graph has.
 constexpr int64_t kMinOps = 4;
-/// Operations per result element above which an op is not cheap to recompute (as
-/// `selective`'s cheap-flops default).
-constexpr int64_t kCheapFlops = 16;
 
-/// The ONNX node name of `op`, if its location carries one.
-StringRef nodeName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
-    loc = fused.getLocations().front();
-  auto name = dyn_cast<NameLoc>(loc);
-  return name ? name.getName().getValue() : StringRef();
-}
-
-/// Whether recomputing `op` costs more than a few operations per element (a GEMM, a
-/// convolution), or cannot be recomputed at all.
-bool isHeavy(Operation *op) {
+/// Whether recomputing `op` costs more than `cheapFlops` operations per result element (a
+/// GEMM, a convolution), or cannot be recomputed at all.
+bool isHeavy(Operation *op, int64_t cheapFlops) {
   auto r = dyn_cast<RecomputeOpInterface>(op);
-  return !r || r.getRecomputeFlops() > kCheapFlops * std::max<int64_t>(1, resultElements(op));
+  return !r || r.getRecomputeFlops() > cheapFlops * std::max<int64_t>(1, resultElements(op));
 }
 
 /// Step 1: blocks by module path. Returns no blocks when no family qualifies.
-std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> forward) {
+std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> forward,
+                                                       int64_t cheapFlops) {
   // Every path segment "<name>.<index>" or "<name>_<index>" but the last (the node's own
   // name) makes the op a member of a family: family "/m/encoder/layer." -> member
   // "/m/encoder/layer.3" -> ops, outer segments first.
@@ -76,7 +72,7 @@ std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> fo
   };
   llvm::MapVector<StringRef, Family> families;
   for (Operation *op : forward) {
-    StringRef name = nodeName(op);
+    StringRef name = onnxNodeName(op);
     SmallVector<StringRef> parts;
     name.split(parts, '/');
     unsigned depth = 0;
@@ -84,7 +80,7 @@ std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> fo
       StringRef part = parts[k];
       size_t sep = part.find_last_of("._");
       if (sep == StringRef::npos || sep == 0 || sep + 1 == part.size() ||
-          !llvm::all_of(part.drop_front(sep + 1), ::isdigit))
+          !llvm::all_of(part.drop_front(sep + 1), llvm::isDigit))
         continue;
       size_t offset = part.data() - name.data();
       Family &f = families[name.take_front(offset + sep + 1)];
@@ -105,7 +101,9 @@ std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> fo
     Family &f = families[key];
     if (f.members.size() < 2 ||
         llvm::any_of(taken, [&](StringRef m) { return key.starts_with(m.str() + "/"); }) ||
-        !llvm::all_of(f.members, [](auto &m) { return llvm::any_of(m.second, isHeavy); }))
+        !llvm::all_of(f.members, [&](auto &m) {
+          return llvm::any_of(m.second, [&](Operation *op) { return isHeavy(op, cheapFlops); });
+        }))
       continue;
     for (auto &[member, ops] : f.members) {
       taken.push_back(member);
@@ -159,7 +157,7 @@ struct RepeatSearch {
       return;
     int64_t copies = bestLen / bestP, slack = bestLen - copies * bestP;
     SmallVector<int64_t> bounds;
-    int64_t fewest = INT64_MAX;
+    int64_t fewest = INT64_MAX, offset = 0;
     for (int64_t o = 0; o <= slack; ++o) {
       SmallVector<int64_t> at;
       int64_t bytes = 0;
@@ -171,10 +169,10 @@ struct RepeatSearch {
       if (bytes < fewest) {
         fewest = bytes;
         bounds = at;
-        bestLen = o; // (the offset chosen)
+        offset = o;
       }
     }
-    int64_t first = bestStart + bestLen, last = first + copies * bestP;
+    int64_t first = bestStart + offset, last = first + copies * bestP;
     find(begin, first, lo, bounds.front());
     for (int64_t k = 0; k < copies; ++k)
       if (bounds[k + 1] - bounds[k] >= kMinOps)
@@ -183,7 +181,8 @@ struct RepeatSearch {
   }
 };
 
-std::vector<std::vector<Operation *>> blocksByRepeats(ArrayRef<Operation *> forward) {
+std::vector<std::vector<Operation *>> blocksByRepeats(ArrayRef<Operation *> forward,
+                                                     int64_t cheapFlops) {
   RepeatSearch s;
   DenseSet<Value> activation;
   for (Operation *op : forward) {
@@ -200,18 +199,19 @@ std::vector<std::vector<Operation *>> blocksByRepeats(ArrayRef<Operation *> forw
     s.ops.push_back(op);
   }
   int64_t n = s.ops.size();
-  DenseMap<llvm::hash_code, unsigned> ids;
+  std::map<std::string, unsigned> ids;
   DenseMap<Operation *, int64_t> position;
   for (auto [i, op] : llvm::enumerate(s.ops)) {
     position[op] = i;
-    if (!isHeavy(op))
+    if (!isHeavy(op, cheapFlops))
       continue;
-    llvm::hash_code h = llvm::hash_combine(op->getName().getStringRef(), op->getNumOperands(),
-                                           op->getNumResults());
+    std::string key = (op->getName().getStringRef() + "/" + Twine(op->getNumOperands()) + "/" +
+                       Twine(op->getNumResults()))
+                          .str();
     for (Type t : op->getResultTypes())
-      h = llvm::hash_combine(h, isa<RankedTensorType>(t) ? cast<RankedTensorType>(t).getRank() : -1);
+      key += "/" + std::to_string(isa<RankedTensorType>(t) ? cast<RankedTensorType>(t).getRank() : -1);
     s.heavy.push_back(i);
-    s.sig.push_back(ids.try_emplace(h, ids.size()).first->second);
+    s.sig.push_back(ids.try_emplace(key, ids.size()).first->second);
   }
   // A value from op d read by a forward op at u > d is live across the boundaries
   // d+1..u (a difference array); a step input from the start to its last reader.
@@ -243,9 +243,10 @@ std::vector<std::vector<Operation *>> blocksByRepeats(ArrayRef<Operation *> forw
 
 } // namespace
 
-std::vector<std::vector<Operation *>> findRepeatedBlocks(ArrayRef<Operation *> forward) {
-  std::vector<std::vector<Operation *>> blocks = blocksByNameScope(forward);
-  return blocks.empty() ? blocksByRepeats(forward) : blocks;
+std::vector<std::vector<Operation *>> findRepeatedBlocks(ArrayRef<Operation *> forward,
+                                                       int64_t cheapFlops) {
+  std::vector<std::vector<Operation *>> blocks = blocksByNameScope(forward, cheapFlops);
+  return blocks.empty() ? blocksByRepeats(forward, cheapFlops) : blocks;
 }
 
 } // namespace ortc

@@ -261,20 +261,28 @@ struct KernelFormer {
         continue;
       auto r2 = groups.members(sibling);
       SmallVector<Operation *> g2(r2.begin(), r2.end());
+      // A kernel with a sum runs its kept dims as the inner loop (step 1b checks what its
+      // members read through broadcasts): clones reading through one stay out.
+      if (llvm::any_of(g2, [](Operation *m) { return isa<ReduceSumOp>(m); }) &&
+          llvm::any_of(g1, [](Operation *m) {
+            return llvm::any_of(m->getOperands(), readThroughMap);
+          }))
+        continue;
       Operation *last = *llvm::max_element(g2, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
       SmallPtrSet<Operation *, 8> in2(g2.begin(), g2.end());
       // What must move: the clones' outside readers up to `last` and their dependents there.
       SetVector<Operation *> moving;
       for (Operation *m : g1)
         for (Operation *u : m->getUsers())
-          if (!in1.count(u) && pos[u] <= pos[last])
+          if (!in1.count(u) && pos.lookup(u) <= pos[last])
             moving.insert(u);
       bool legal = true;
       for (size_t i = 0; i < moving.size() && legal; ++i) {
         Operation *op = moving[i];
-        legal = !in2.count(op) && !groups.contains(op) && op->getNumRegions() == 0;
+        legal = op->getBlock() == &body && !in2.count(op) && !groups.contains(op) &&
+                op->getNumRegions() == 0;
         for (Operation *u : op->getUsers())
-          if (pos[u] <= pos[last])
+          if (pos.lookup(u) <= pos[last])
             moving.insert(u);
       }
       if (!legal)

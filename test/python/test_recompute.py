@@ -51,7 +51,7 @@ class RecomputeIsExact(unittest.TestCase):
     def test_policies_train_the_same_bits(self):
         for sample in SAMPLES:
             with self.subTest(sample=sample), TempDir() as d:
-                results, summaries, blocks = {}, {}, {}
+                results, summaries, blocks, arenas = {}, {}, {}, {}
                 for policy in POLICIES:
                     art = os.path.join(d, policy.replace("=", "-").replace("%", "pct") + ".ortc")
                     p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=4", "-o", art,
@@ -64,6 +64,8 @@ class RecomputeIsExact(unittest.TestCase):
                         continue
                     self.assertEqual(p.returncode, 0, p.stderr)
                     summaries[policy] = SUMMARY.search(p.stderr)
+                    with open(art + ".json") as f:
+                        arenas[policy] = json.load(f)["kernels"]["functions"]["train_step"]["arena_bytes"]
                     self.check_report(art + ".json", policy, summaries[policy])
                     blocks[policy] = p.stderr
                     feed = os.path.join(d, "feed.npz")
@@ -81,6 +83,8 @@ class RecomputeIsExact(unittest.TestCase):
                         continue
                     self.assertIsNotNone(m, "%s: the build printed no recompute summary" % policy)
                     values, arena, without = map(int, m.groups()[1:])
+                    # The "without" the pass planned on its trial copy is the none build's arena.
+                    self.assertEqual(without, arenas["none"], policy)
                     print("%-5s %-10s recomputed %d values: arena %d -> %d bytes (%.0f%%)"
                           % (sample, policy, values, without, arena, 100.0 * (arena - without) / without))
                     if policy.startswith("budget"):

@@ -32,6 +32,14 @@ void setRecompute(Operation *op) { op->setAttr(kRecomputeAttr, UnitAttr::get(op-
 
 bool isRecompute(Operation *op) { return op->hasAttrOfType<UnitAttr>(kRecomputeAttr); }
 
+StringRef onnxNodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  auto name = dyn_cast<NameLoc>(loc);
+  return name ? name.getName().getValue() : StringRef();
+}
+
 void setArenaOffsets(Operation *op, ArrayRef<int64_t> offsets) {
   op->setAttr(kArenaOffsetsAttr, DenseI64ArrayAttr::get(op->getContext(), offsets));
 }

@@ -41,6 +41,10 @@ void setRecompute(mlir::Operation *op);
 /// True for an op the recompute pass cloned (or a kernel of such ops only).
 bool isRecompute(mlir::Operation *op);
 
+/// The ONNX node `op` came from: its NameLoc's name (the first of a fused location's),
+/// or "" when its location carries none.
+llvm::StringRef onnxNodeName(mlir::Operation *op);
+
 /// Records the arena offset of each result of `op` (-1: not in the arena).
 void setArenaOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
 
