@@ -889,6 +889,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     r.addedFlops = i64("ortc.recompute_flops", 0);
     r.forwardFlops = i64("ortc.forward_flops", 0);
     r.budget = i64("ortc.recompute_budget", -1);
+    r.arenaWithout = i64("ortc.recompute_without", -1);
     if (auto blocks = f->getAttrOfType<DenseI64ArrayAttr>("ortc.recompute_blocks"))
       r.blocks.emplace(blocks.asArrayRef().begin(), blocks.asArrayRef().end());
     r.blocksRecomputed = i64("ortc.recomputed_blocks", 0);

@@ -552,11 +552,10 @@ int runBuild(const BuildOptions &options) {
     dumper->write("onnx", *module);
 
   Phase last = options.stopAfter.value_or(Phase::Package);
-  // With a recompute policy, the arena each step function would need without it: what
-  // the pass planned on its trial copy (ortc.recompute_without); for --memory-timeline,
-  // which draws it, the module as the training passes left it, fused and planned on the side.
-  std::map<std::string, int64_t> arenaWithoutRecompute;
-  OwningOpRef<ModuleOp> withoutRecompute; // kept for --memory-timeline
+  // With a recompute policy and --memory-timeline, which draws the step without it too: the
+  // module as the training passes left it, fused and planned on the side. (The arena without
+  // recompute the summary prints is the pass's own, ortc.recompute_without.)
+  OwningOpRef<ModuleOp> withoutRecompute;
   for (int p = 0; p <= static_cast<int>(last) && p <= static_cast<int>(Phase::Schedule); ++p) {
     current = static_cast<Phase>(p);
     PassManager pm(&ctx);
@@ -576,12 +575,8 @@ int runBuild(const BuildOptions &options) {
       PassManager side(&ctx);
       buildPhasePipeline(Phase::Fusion, side, options);
       buildPhasePipeline(Phase::Schedule, side, options);
-      if (succeeded(side.run(*plain))) {
-        for (auto fn : plain->getOps<func::FuncOp>())
-          if (auto bytes = fn->getAttrOfType<IntegerAttr>("ortc.arena_bytes"))
-            arenaWithoutRecompute[fn.getSymName().str()] = bytes.getInt();
+      if (succeeded(side.run(*plain)))
         withoutRecompute = std::move(plain);
-      }
     }
     if (current == Phase::Training)
       if (const char *kind = std::getenv("ORTC_TEST_INTERNAL_ERROR"); kind && *kind)
@@ -615,19 +610,16 @@ int runBuild(const BuildOptions &options) {
                                                : 1.0)
                    << "\n";
       auto recomputed = fn->getAttrOfType<IntegerAttr>("ortc.recomputed");
-      if (auto without = fn->getAttrOfType<IntegerAttr>("ortc.recompute_without"))
-        arenaWithoutRecompute.emplace(fn.getSymName().str(), without.getInt());
-      auto plain = arenaWithoutRecompute.find(fn.getSymName().str());
-      if (!recomputed || plain == arenaWithoutRecompute.end())
+      auto without = fn->getAttrOfType<IntegerAttr>("ortc.recompute_without");
+      if (!recomputed || !without)
         continue;
+      int64_t plain = without.getInt();
       int64_t added = fn->getAttrOfType<IntegerAttr>("ortc.recompute_flops").getInt();
       int64_t forward = fn->getAttrOfType<IntegerAttr>("ortc.forward_flops").getInt();
       llvm::errs() << "ortc: recompute (" << options.recompute << ") @" << fn.getSymName()
                    << ": " << recomputed.getInt() << " values, arena " << bytes.getInt()
-                   << " bytes vs " << plain->second << " without ("
-                   << llvm::format("%+.1f%%", plain->second
-                                                  ? 100.0 * (bytes.getInt() - plain->second) /
-                                                        plain->second
+                   << " bytes vs " << plain << " without ("
+                   << llvm::format("%+.1f%%", plain ? 100.0 * (bytes.getInt() - plain) / plain
                                                   : 0.0)
                    << "), +" << llvm::format("%.2f", added / 1e6) << " MFLOP ("
                    << llvm::format("%.1f%%", forward ? 100.0 * added / forward : 0.0)
@@ -702,11 +694,8 @@ int runBuild(const BuildOptions &options) {
     return emitText(text);
   }
   for (FunctionKernels &f : functions)
-    if (f.recompute) {
+    if (f.recompute)
       f.recompute->policy = options.recompute;
-      if (auto it = arenaWithoutRecompute.find(f.name); it != arenaWithoutRecompute.end())
-        f.recompute->arenaWithout = it->second;
-    }
   auto c1 = std::chrono::steady_clock::now();
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());

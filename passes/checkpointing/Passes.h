@@ -25,6 +25,10 @@ std::vector<mlir::Value> budgetCandidates(mlir::func::FuncOp fn);
 /// adds.
 std::pair<int64_t, int64_t> plannedWith(mlir::func::FuncOp fn, llvm::ArrayRef<mlir::Value> chosen,
                                         bool fusion);
+/// Whether `op` has RecomputeOpInterface and costs at most `cheapFlops` operations per
+/// result element to recompute (what `selective` admits; heavier ops are GEMMs, convolutions).
+bool isCheapToRecompute(mlir::Operation *op, int64_t cheapFlops);
+
 /// The repeated blocks of a forward (its ops in order): by node name scope (a module
 /// path with an index: "/encoder/layer.3/...") where the export kept them, else by
 /// back-to-back repeats of its heavy ops (more than `cheapFlops` operations per element to

@@ -311,9 +311,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
 
 LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   auto admits = [&](Operation *op) {
-    return p.kind == Policy::Budget ||
-           cast<RecomputeOpInterface>(op).getRecomputeFlops() <=
-               cheapFlops * std::max<int64_t>(1, resultElements(op));
+    return p.kind == Policy::Budget || isCheapToRecompute(op, cheapFlops);
   };
   StepAnalysis step(fn, admits);
   if (!step.hasBackward)
@@ -403,6 +401,11 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
 }
 
 } // namespace
+
+bool isCheapToRecompute(Operation *op, int64_t cheapFlops) {
+  auto r = dyn_cast<RecomputeOpInterface>(op);
+  return r && r.getRecomputeFlops() <= cheapFlops * std::max<int64_t>(1, resultElements(op));
+}
 
 std::vector<Value> budgetCandidates(func::FuncOp fn) {
   StepAnalysis step(fn, admitsAll);

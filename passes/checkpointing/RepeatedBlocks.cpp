@@ -53,12 +53,8 @@ namespace {
 /// The fewest ops a block found in the graph has.
 constexpr int64_t kMinOps = 4;
 
-/// Whether recomputing `op` costs more than `cheapFlops` operations per result element (a
-/// GEMM, a convolution), or cannot be recomputed at all.
-bool isHeavy(Operation *op, int64_t cheapFlops) {
-  auto r = dyn_cast<RecomputeOpInterface>(op);
-  return !r || r.getRecomputeFlops() > cheapFlops * std::max<int64_t>(1, resultElements(op));
-}
+/// Not cheap to recompute: a GEMM, a convolution, or an op that cannot be recomputed.
+bool isHeavy(Operation *op, int64_t cheapFlops) { return !isCheapToRecompute(op, cheapFlops); }
 
 /// Step 1: blocks by module path. Returns no blocks when no family qualifies.
 std::vector<std::vector<Operation *>> blocksByNameScope(ArrayRef<Operation *> forward,
