@@ -92,6 +92,8 @@ struct FunctionKernels {
   /// (whose gradient), in order.
   std::vector<std::string> finiteChecks;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
+  /// Data-parallel steps: the ortc.all_reduce ops of one run and the bytes they carry.
+  int64_t allReduces = 0, allReduceBytes = 0;
   /// What --recompute chose here (the ortc.recompute* attributes of the step function):
   /// for --report.
   struct Recompute {

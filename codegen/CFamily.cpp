@@ -905,6 +905,11 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (!resultTied(f, i))
       fk.outputs.push_back(resultName(f, i));
+  f.walk([&](AllReduceOp a) {
+    RankedTensorType t = cast<RankedTensorType>(a.getType());
+    ++fk.allReduces;
+    fk.allReduceBytes += t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+  });
   if (auto checks = f->getAttrOfType<ArrayAttr>("ortc.finite_checks"))
     for (Attribute a : checks)
       fk.finiteChecks.push_back(cast<StringAttr>(a).str());

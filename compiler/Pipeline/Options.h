@@ -61,6 +61,10 @@ struct BuildOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clipGradNorm = 0.0;
   bool gradAccum = false; ///< also build @accumulate_step (ortc train --grad-accum N)
+  /// Average the loss and gradients over the ranks of an mpirun (passes/autodiff,
+  /// DataParallel.h), in all_reduce buckets of at most bucketBytes.
+  bool dataParallel = false;
+  int64_t bucketBytes = 25 * 1024 * 1024;
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 

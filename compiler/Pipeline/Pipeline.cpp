@@ -113,6 +113,8 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     opt.eps = options.eps;
     opt.clipGradNorm = options.clipGradNorm;
     opt.gradAccum = options.gradAccum;
+    opt.dataParallel = options.dataParallel;
+    opt.bucketBytes = options.bucketBytes;
     pm.addPass(createOptimizer(opt));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

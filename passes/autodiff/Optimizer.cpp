@@ -9,6 +9,10 @@
 //     like torch.nn.utils.clip_grad_norm_.
 //  4. One sgd_update / adamw_update per parameter; its state (momentum buffer, Adam
 //     moments) becomes `ortc.global`s of kind "state" and arguments tied to results.
+//  With data-parallel, before 2: the loss and the gradients (after accumulation, so
+//  ranks only communicate once per optimizer step) become their mean over the ranks
+//  (DataParallel.h); the finite flag, the clipping norm and the updates are then the
+//  same on every rank. @accumulate_step averages only its loss, for the log.
 //  With grad-accum, first a copy of the differentiated step becomes @accumulate_step:
 //  its gradients are added into per-parameter state `<name>.grad_accum` (nothing else
 //  changes but BatchNorm running statistics); @train_step's gradients become
@@ -18,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
+#include "passes/autodiff/DataParallel.h"
 #include "passes/autodiff/Passes.h"
 
 #include "compiler/Dialect/Ortc/OpAnnotations.h"
@@ -92,6 +97,8 @@ LogicalResult OptimizerPass::buildAccumulateStep(func::FuncOp train) {
       results.push_back({AddOp::create(b, loc, acc, v), name + ".grad_accum", "state",
                          acc.getArgNumber()});
     } else {
+      if (role == "loss" && dataParallel)
+        v = AllReduceOp::create(b, loc, v.getType(), v, b.getStringAttr("mean"));
       results.push_back({v, name, role, resultTied(fn, i)});
     }
   }
@@ -113,6 +120,10 @@ void OptimizerPass::runOnOperation() {
   }
   if (optimizer != "sgd" && optimizer != "adamw") {
     fn.emitError() << "unknown optimizer '" << optimizer << "' (sgd, adamw)";
+    return signalPassFailure();
+  }
+  if (dataParallel && bucketBytes <= 0) {
+    fn.emitError() << "bucket-bytes must be positive, got " << int64_t(bucketBytes);
     return signalPassFailure();
   }
   double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
@@ -160,6 +171,9 @@ void OptimizerPass::runOnOperation() {
   mixSeedWithStep(fn, *stepArg, loc);
 
   // Accumulated gradients join this step's, scaled; the accumulators start over.
+  SmallVector<Value> produced{loss};
+  for (auto &[name, g] : gradients)
+    produced.push_back(g);
   SmallVector<StepResult> cleared;
   if (gradAccum) {
     Value gradScale = addArgument(fn, scalarF32, "grad_scale", "scalar");
@@ -173,6 +187,17 @@ void OptimizerPass::runOnOperation() {
       cleared.push_back({splat(b, loc, type, 0.0), name + ".grad_accum", "state",
                          acc.getArgNumber()});
     }
+  }
+
+  if (dataParallel) {
+    SmallVector<Value> averaged{loss};
+    for (auto &[name, g] : gradients)
+      averaged.push_back(g);
+    int64_t buckets = averageOverRanks(b, loc, averaged, produced, bucketBytes);
+    fn->setAttr("ortc.all_reduce_buckets", b.getI64IntegerAttr(buckets));
+    loss = averaged[0];
+    for (auto [k, entry] : llvm::enumerate(gradients))
+      entry.second = averaged[k + 1];
   }
 
   SmallVector<Value> checked{loss};

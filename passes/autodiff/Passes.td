@@ -63,7 +63,9 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     that gates every update, optional global-norm clipping, and SGD or AdamW updates
     with PyTorch's semantics. With grad-accum, gradient accumulation over
     micro-batches: @accumulate_step runs for all but the last micro-batch of an
-    optimizer step, @train_step for the last one.
+    optimizer step, @train_step for the last one. With data-parallel, the loss and the
+    gradients (after accumulation) become their mean over the ranks, in buckets of
+    gradients packed in the order the backward computes them (DataParallel.h).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"", "sgd | adamw">,
@@ -80,7 +82,12 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "bool", "false",
            "Also build @accumulate_step (forward, backward, gradients added into "
            "per-parameter accumulators); @train_step then updates with "
-           "(accumulated + own gradients) * grad_scale and clears the accumulators">
+           "(accumulated + own gradients) * grad_scale and clears the accumulators">,
+    Option<"dataParallel", "data-parallel", "bool", "false",
+           "Average the loss and the gradients over the ranks of a data-parallel run "
+           "(ortc.all_reduce in buckets, before the finite check and clipping)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
+           "data-parallel: the most bytes of gradients one all_reduce carries">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

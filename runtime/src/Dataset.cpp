@@ -336,6 +336,7 @@ std::string Dataset::where(int64_t b) const {
 }
 
 int64_t BatchOrder::operator()(int64_t m) {
+  m = m * ranks + rank;
   int64_t e = m / k, p = m % k;
   if (!shuffle)
     return p;

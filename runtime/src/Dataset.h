@@ -78,16 +78,21 @@ private:
 
 /// Which batch micro-batch `m` (counted from the start of training) reads: epoch m / K,
 /// position m % K, through a Fisher-Yates permutation of (seed, epoch) when shuffling.
+/// Rank r of a data-parallel run of `ranks` reads the rank-strided share: its
+/// micro-batch m is micro-batch m * ranks + r of the whole run, so the ranks' batches
+/// of one step are consecutive batches of the feed (one process with `ranks` times the
+/// batch would read their concatenation).
 class BatchOrder {
 public:
-  BatchOrder(int64_t batches, bool shuffle, uint64_t seed)
-      : k(batches), shuffle(shuffle), seed(seed) {}
+  BatchOrder(int64_t batches, bool shuffle, uint64_t seed, int64_t ranks = 1, int64_t rank = 0)
+      : k(batches), shuffle(shuffle), seed(seed), ranks(ranks), rank(rank) {}
   int64_t operator()(int64_t m);
 
 private:
   int64_t k;
   bool shuffle;
   uint64_t seed;
+  int64_t ranks, rank;
   int64_t epoch = -1;
   std::vector<int64_t> perm;
 };

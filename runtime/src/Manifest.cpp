@@ -97,13 +97,15 @@ struct Rules {
                                                           {"what", &anyString},
                                                           {"node", &anyString}});
   Rule indexInputs = arrayRule(&indexInput);
+  Rule allReduce = objectRule({"calls", "bytes"}, {{"calls", &count}, {"bytes", &count}});
   Rule function = objectRule({"launches", "inputs", "outputs"}, {{"launches", &launchList},
                                                                 {"inputs", &nameList},
                                                                 {"outputs", &nameList},
                                                                 {"arena_bytes", &count},
                                                                 {"arena_lower_bound", &count},
                                                                 {"index_inputs", &indexInputs},
-                                                                {"finite_checks", &nameList}});
+                                                                {"finite_checks", &nameList},
+                                                                {"all_reduce", &allReduce}});
   // Top level.
   Rule format = stringRule();
   Rule version = intRule({}, kFormatVersion);
@@ -112,6 +114,8 @@ struct Rules {
   Rule arch = arrayRule(&archName, 1);
   Rule cpuFeatures = arrayRule(&archName);
   Rule tensors = arrayRule(&tensor);
+  Rule communicator = enumRule({"mpi"});
+  Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}});
   Rule functions;
   Rule sha = stringRule("^[0-9a-f]{64}$");
   Rule files;
@@ -147,6 +151,7 @@ struct Rules {
                        {"arena_bytes", &count},
                        {"tensors", &tensors},
                        {"functions", &functions},
+                       {"data_parallel", &dataParallel},
                        {"files", &files}});
   }
 };
@@ -345,6 +350,8 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
   m.arch = strings(j["arch"]);
   if (j.contains("cpu_features"))
     m.cpuFeatures = strings(j["cpu_features"]);
+  if (j.contains("data_parallel"))
+    m.communicator = j["data_parallel"]["communicator"].get<std::string>();
   m.kernelsObject = j["kernels_object"].get<std::string>();
   m.arenaBytes = j["arena_bytes"].get<int64_t>();
   for (const auto &t : j["tensors"]) {
@@ -436,6 +443,10 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     f.outputs = strings(it.value()["outputs"]);
     if (it.value().contains("finite_checks"))
       f.finiteChecks = strings(it.value()["finite_checks"]);
+    if (it.value().contains("all_reduce")) {
+      f.allReduces = it.value()["all_reduce"]["calls"].get<int64_t>();
+      f.allReduceBytes = it.value()["all_reduce"]["bytes"].get<int64_t>();
+    }
     for (const auto &r : it.value().value("index_inputs", nlohmann::json::array())) {
       IndexInputDesc d;
       d.input = r["input"].get<std::string>();

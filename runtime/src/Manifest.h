@@ -107,6 +107,7 @@ struct FunctionDesc {
   std::vector<std::string> inputs, outputs;
   std::vector<IndexInputDesc> indexInputs;
   std::vector<std::string> finiteChecks; ///< "finite_each"[i] checked this (loss, parameter)
+  int64_t allReduces = 0, allReduceBytes = 0; ///< data-parallel: collectives of one run
 };
 
 struct Manifest {
@@ -120,6 +121,8 @@ struct Manifest {
   std::map<std::string, size_t> byName;
   std::map<std::string, FunctionDesc> functions;
   std::map<std::string, std::string> files; ///< file name -> sha256 hex
+  /// Data-parallel artifacts: the communicator their all-reduces need ("mpi"), else "".
+  std::string communicator;
 };
 
 /// Why parseManifest failed: lets the C API pick a status code.

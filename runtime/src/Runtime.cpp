@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "ortc/runtime.h"
 
+#include "Communicator.h"
 #include "GpuBackend.h"
 #include "Manifest.h"
 #include "Npz.h"
@@ -65,6 +66,7 @@ struct ArtifactData {
   void (*setOmpThreads)(int) = nullptr; ///< omp_set_num_threads of the kernels' libgomp
   ortc::GpuApi api;        ///< GPU artifacts: the device API of kernels.so
   std::string device = "cpu"; ///< the GPU's arch, for GPU artifacts
+  int rank = 0, world = 1;    ///< data-parallel artifacts: this process among the run's
 };
 
 struct FreeDeleter {
@@ -141,7 +143,7 @@ struct Loader {
           return fail(ORTC_ERR_TARGET, manifestPath() + ": " + why);
     if (ortc_status s = checkFiles())
       return s;
-    if (ortc_status s = loadKernels())
+    if (ortc_status s = loadKernels(); s || (s = connect()))
       return s;
     return a.gpu ? initGpu() : setDefaultThreads();
   }
@@ -214,9 +216,30 @@ struct Loader {
     } else if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
       return ORTC_OK;
     } else {
-      n = ortc::hostPhysicalCores();
+      // Ranks of a data-parallel run on one node share its cores.
+      n = std::max(1, ortc::hostPhysicalCores() / ortc::launchRanks().localWorld);
     }
     a.threads = n;
+    return ORTC_OK;
+  }
+
+  /// Data-parallel artifacts: hands kernels.so the process's communicator (none when
+  /// the process runs alone: its all-reduces are then copies).
+  ortc_status connect() {
+    if (a.manifest.communicator.empty())
+      return ORTC_OK;
+    auto set = reinterpret_cast<ortc_set_communicator_fn>(dlsym(a.handle, "ortc_set_communicator"));
+    if (!set)
+      return fail(ORTC_ERR_KERNEL, join(a.dir, a.manifest.kernelsObject) +
+                                       ": a data-parallel artifact whose kernels have no "
+                                       "ortc_set_communicator (rebuild it with this ortc)");
+    std::string error;
+    const ortc_communicator *comm = ortc::openCommunicator(a.manifest.communicator, error);
+    if (!comm && !error.empty())
+      return fail(ORTC_ERR_KERNEL, a.dir + ": " + error);
+    set(comm);
+    a.rank = comm ? comm->rank : 0;
+    a.world = comm ? comm->world : 1;
     return ORTC_OK;
   }
 
@@ -625,6 +648,14 @@ void ortc_artifact_free(ortc_artifact *artifact) { delete artifact; }
 
 const char *ortc_artifact_device(const ortc_artifact *artifact) {
   return artifact ? artifact->data->device.c_str() : "";
+}
+
+ortc_status ortc_artifact_ranks(const ortc_artifact *artifact, int *rank, int *world) {
+  if (!artifact || !rank || !world)
+    return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_artifact_ranks: null argument");
+  *rank = artifact->data->rank;
+  *world = artifact->data->world;
+  return ORTC_OK;
 }
 
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {

@@ -86,6 +86,10 @@ public:
       return apiFail();
     artifact.reset(a);
     ortc_artifact_set_threads(a, o.threads);
+    ortc_artifact_ranks(a, &rank, &world);
+    // Data parallel: rank 0 speaks for the run (its loss is the global mean); the
+    // others only train.
+    lead = rank == 0;
     ortc_session *s = nullptr;
     if (ortc_session_create(a, &s))
       return apiFail();
@@ -103,6 +107,10 @@ public:
     if (!train.open(o.data, error) || !prepare("train_step", train) ||
         !outputScalar("train_step", "loss", lossRef))
       return 1;
+    if (world > 1 && train.batches() < world)
+      return fail(o.data + " has " + std::to_string(train.batches()) + " batch" +
+                  (train.batches() == 1 ? "" : "es") + ", fewer than the " +
+                  std::to_string(world) + " ranks of this run (each rank trains on its own)");
     bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
     if (!error.empty())
       return 1;
@@ -133,18 +141,19 @@ public:
       std::memcpy(&start, ortc_tensor_data(session.get(), step.index), 8);
     int64_t steps = o.steps;
     if (o.epochs > 0) { // to the end of epoch E, from where a resumed run stands
-      steps = std::max<int64_t>(0, o.epochs * train.batches() / o.gradAccum - start);
-      if (o.epochs * train.batches() < o.gradAccum)
+      steps = std::max<int64_t>(0, o.epochs * train.batches() / (o.gradAccum * world) - start);
+      if (o.epochs * train.batches() < o.gradAccum * world)
         return fail("--epochs " + std::to_string(o.epochs) + " of " + std::to_string(train.batches()) +
                     " batches is less than one step of --grad-accum " + std::to_string(o.gradAccum));
     }
     int64_t horizon = o.scheduleSteps > 0 ? o.scheduleSteps : start + steps;
-    Prefetcher prefetch(train, BatchOrder(train.batches(), o.shuffle >= 0, uint64_t(o.shuffle)));
+    Prefetcher prefetch(train, BatchOrder(train.batches(), o.shuffle >= 0, uint64_t(o.shuffle),
+                                          world, rank));
     if (o.lrSchedule != "constant" && o.lrSchedule != "inverse-sqrt" && horizon <= o.warmupSteps)
       return fail("--lr-schedule " + o.lrSchedule + " decays after the " +
                   std::to_string(o.warmupSteps) + " warm-up steps, but the schedule ends at step " +
                   std::to_string(horizon) + " (--schedule-steps, else the run's last step)");
-    if (!o.logJson.empty()) {
+    if (!o.logJson.empty() && lead) {
       log = std::make_unique<std::ofstream>(o.logJson);
       if (!*log)
         return fail("cannot write " + o.logJson + ": " + std::strerror(errno));
@@ -156,7 +165,10 @@ public:
       // Micro-batch k of step i is micro-batch (start + i) * N + k of the training, and
       // draws its own dropout masks.
       int64_t n = o.gradAccum, micro = (start + i) * n, batch = 0;
-      auto seedOf = [&](int64_t k) { return int64_t(uint64_t(o.seed) + uint64_t(k) * 0x9E3779B97F4A7C15ull); };
+      // Each rank's micro-batches draw their own dropout masks.
+      auto seedOf = [&](int64_t k) {
+        return int64_t(uint64_t(o.seed) + uint64_t(k * world + rank) * 0x9E3779B97F4A7C15ull);
+      };
       double lossSum = 0;
       for (int64_t k = 0; k < n; ++k) {
         const char *fn = k + 1 < n ? "accumulate_step" : "train_step";
@@ -186,7 +198,7 @@ public:
       r.stepsDone = i + 1;
       if (!finite) {
         ++r.skipped;
-        if (!o.quiet) {
+        if (!quiet()) {
           endLine();
           out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(batch, loss)
               << "; parameters left unchanged\n";
@@ -196,7 +208,7 @@ public:
           r.firstLoss = loss;
         r.lastLoss = loss;
         bool shown = (i + 1) % o.logEvery == 0 || i + 1 == steps;
-        if (o.quiet || !shown) {
+        if (quiet() || !shown) {
         } else if (!tty) {
           out << "step " << i + 1 << " loss " << fmt(loss)
               << (o.lrSchedule != "constant" || o.warmupSteps ? " lr " + fmt(lr) : "") << "\n";
@@ -209,12 +221,14 @@ public:
           drawn = true;
         }
       }
-      if (o.evalEvery > 0 && (i + 1) % o.evalEvery == 0 && !evaluate(i + 1, true))
+      if (lead && o.evalEvery > 0 && (i + 1) % o.evalEvery == 0 && !evaluate(i + 1, true))
         return 1;
     }
     endLine();
     if (log && !*log)
       return fail("cannot write " + o.logJson);
+    if (!lead) // rank 0 writes what every rank holds alike and evaluates
+      return 0;
     if (!o.saveParams.empty() &&
         ortc_save_params_npz(session.get(), o.saveParams.c_str(), ORTC_ROLES_PARAMS))
       return apiFail();
@@ -229,6 +243,13 @@ private:
   std::string &error;
   std::ostream &out, &progress;
   bool tty, drawn = false;
+  int rank = 0, world = 1; ///< this process in a data-parallel run (ortc_artifact_ranks)
+  bool lead = true;        ///< rank 0: logs, evaluates and writes
+  bool quiet() const { return o.quiet || !lead; }
+  std::string inputsNote() const {
+    return world == 1 ? "every input of the step is finite"
+                      : "the mean over " + std::to_string(world) + " data-parallel ranks";
+  }
   std::unique_ptr<ortc_artifact, ArtifactDeleter> artifact;
   std::unique_ptr<ortc_session, SessionDeleter> session;
   Dataset train, evalSet;
@@ -297,7 +318,9 @@ private:
   /// gradients: the first NaN/Inf of a float input of its last micro-batch (batch
   /// `batch` of the feed), else the loss, else the gradients.
   std::string nonFiniteCause(int64_t batch, double loss) {
-    for (size_t in = 0; in < trainInputs.size(); ++in) {
+    // A data-parallel step's loss and flags are global, its inputs each rank's own:
+    // every rank names the same cause.
+    for (size_t in = 0; world == 1 && in < trainInputs.size(); ++in) {
       const TensorRef &t = trainInputs[in];
       size_t size = t.dtype == "f32" ? 4 : t.dtype == "f64" ? 8 : 0;
       if (!size || in >= current.size())
@@ -326,7 +349,7 @@ private:
       }
     }
     if (!std::isfinite(loss))
-      return "the loss is " + fmt(loss) + " (every input of the step is finite)";
+      return "the loss is " + fmt(loss) + " (" + inputsNote() + ")";
     // The device's per-gradient flags (finite_each) say which.
     TensorRef each = tensor("finite_each");
     std::vector<std::string> bad;
@@ -339,10 +362,10 @@ private:
             bad.push_back(what);
     }
     if (bad.empty() || bad[0] == "loss")
-      return "a gradient (the loss is " + fmt(loss) + " and every input of the step finite)";
+      return "a gradient (the loss is " + fmt(loss) + "; " + inputsNote() + ")";
     return "the gradient of '" + bad[0] + "'" +
            (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more)" : "") +
-           " (the loss is " + fmt(loss) + " and every input of the step finite)";
+           " (the loss is " + fmt(loss) + "; " + inputsNote() + ")";
   }
 
   /// Binds one batch of every fed input, plus lr and seed.

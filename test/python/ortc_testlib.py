@@ -110,6 +110,32 @@ def check_oracle(losses, losses64, losses32, updates, updates64, updates32, what
     return failures, worst
 
 
+def updates_vs_reference(ref, ref32, trained, adamw):
+    """The parameter updates over a run (p_N - p_0) of ortc's `trained` parameters and of
+    samples/reference.py's float64 `ref` and float32 `ref32` runs, for check_oracle; raises
+    KeyError naming a parameter ortc did not save. Parameters whose gradient is zero in
+    exact arithmetic (a conv bias right before BatchNorm, BERT's key bias) are left out:
+    every float32 run sees only rounding noise there, and AdamW (`adamw`) turns noise into
+    full-size steps, so their updates (and, through the bias, the BatchNorm running
+    means) are not compared."""
+    noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
+                  and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
+    upd, upd64, upd32 = {}, {}, {}
+    for key in ref:
+        if not key.startswith("final/"):
+            continue
+        pname = key[len("final/"):]
+        if pname not in trained:
+            raise KeyError("ortc did not save '%s'" % pname)
+        if pname in noise_only or (adamw and noise_only and pname.endswith("running_mean")):
+            continue
+        p0 = ref["init/" + pname].astype(np.float64)
+        upd[pname] = trained[pname] - p0
+        upd64[pname] = ref[key] - p0
+        upd32[pname] = ref32[key] - p0
+    return upd, upd64, upd32
+
+
 def torch_sgd_run(model, x, labels, dtype, steps, lr, lr_lambda=None):
     """Per-step losses and final parameters (float64 numpy) of `steps` plain SGD steps of a
     copy of `model` in `dtype`, cross-entropy on its logits: a model's float64 oracle run and

@@ -276,7 +276,7 @@ class NonFinite(unittest.TestCase):
                                capture_output=True, text=True, env=ENV)
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn("step 1: not finite: the gradient of 'w' (the loss is", p.stderr)
-            self.assertIn("every input of the step finite); parameters left unchanged", p.stderr)
+            self.assertIn("every input of the step is finite); parameters left unchanged", p.stderr)
 
     def test_skip_and_stop(self):
         """A batch holding a NaN: `--on-nonfinite skip` logs that step as not finite and goes

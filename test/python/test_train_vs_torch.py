@@ -10,7 +10,7 @@ import unittest
 import numpy as np
 
 from ortc_testlib import (ORTC, SAMPLES, TempDir, check_oracle, feed_of, reference, run,
-                          without_dropout)
+                          updates_vs_reference, without_dropout)
 
 STEPS = 5
 # Every run trains at one and two threads (the pool splits GEMMs, convolutions and loops
@@ -52,25 +52,7 @@ class TrainVsTorch(unittest.TestCase):
         with open(log) as f:
             losses = [json.loads(line)["loss"] for line in f]
         trained = dict(np.load(params))
-        # Parameters whose gradient is zero in exact arithmetic (a conv bias right
-        # before BatchNorm, BERT's key bias): every float32 run sees only rounding noise,
-        # and AdamW turns noise into full-size steps, so their updates (and, through the
-        # bias, the BatchNorm running means) are not compared.
-        noise_only = [k[len("grad/"):] for k in ref if k.startswith("grad/")
-                      and np.abs(ref[k]).max() < 1e-9 * max(1.0, np.abs(ref["init/" + k[5:]]).max())]
-        upd, upd64, upd32 = {}, {}, {}
-        for key in ref:
-            if not key.startswith("final/"):
-                continue
-            pname = key[len("final/"):]
-            self.assertIn(pname, trained, "ortc did not save '%s'" % pname)
-            if pname in noise_only or (opt == "adamw" and noise_only and
-                                       pname.endswith("running_mean")):
-                continue
-            p0 = ref["init/" + pname].astype(np.float64)
-            upd[pname] = trained[pname] - p0
-            upd64[pname] = ref[key] - p0
-            upd32[pname] = ref32[key] - p0
+        upd, upd64, upd32 = updates_vs_reference(ref, ref32, trained, opt == "adamw")
         self.assertGreater(len(upd), 0)
         what = "%s/%s, %d thread%s" % (name, opt, threads, "s" if threads > 1 else "")
         failures, worst = check_oracle(losses, ref["losses"], ref32["losses"], upd, upd64, upd32,

@@ -103,6 +103,11 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
     return "--cpu is for --target cpu (GPU targets take --arch)";
   if (b.noPtx && b.target != "cuda")
     return "--no-ptx is for --target cuda (PTX is NVIDIA's portable code)";
+  if (given("--bucket-mb") && !b.dataParallel)
+    return "--bucket-mb sizes the all-reduces of --data-parallel";
+  if (b.dataParallel && b.target != "cpu")
+    return "--data-parallel is for --target cpu so far (MPI); GPU targets have no NCCL/RCCL "
+           "all-reduce yet";
   if (given("--dump-dir") && b.dumpAfter.empty())
     return "--dump-dir needs --dump-after PASSES (or all)";
   if (!emitFile.empty() && !printsIr)
@@ -129,6 +134,7 @@ int main(int argc, char **argv) {
   ortc::BuildOptions b;
   std::vector<std::string> dims, shapes, dumpAfter;
   std::string stopAfter, emit, emitFile;
+  double bucketMb = 25.0;
   auto *build = app.add_subcommand("build", "Compile an ONNX model into a training artifact");
   build->add_option("model", b.model, "The ONNX model (.onnx, or .onnxtxt text format)")
       ->required()->check(CLI::ExistingFile);
@@ -184,6 +190,13 @@ int main(int argc, char **argv) {
   train->add_flag("--grad-accum", b.gradAccum,
                   "Also build accumulate_step, so that ortc train --grad-accum N can sum "
                   "the gradients of N micro-batches per optimizer step");
+  train->add_flag("--data-parallel", b.dataParallel,
+                  "Average the loss and gradients over the ranks of an mpirun (mpirun -np N "
+                  "ortc-run train ...): each rank trains on its own batches");
+  train->add_option("--bucket-mb", bucketMb,
+                    "--data-parallel: the most MiB of gradients one all-reduce carries "
+                    "(PyTorch DDP's bucket_cap_mb)")
+      ->default_val(25.0)->check(finiteIn(0, 1 << 20, true));
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");
@@ -407,6 +420,7 @@ int main(int argc, char **argv) {
     }
     b.emitMlir = emit == "mlir";
     b.emitFile = emitFile;
+    b.bucketBytes = std::max<int64_t>(1, int64_t(bucketMb * 1024 * 1024));
     b.dumpAfter = dumpAfter;
     b.argv.assign(argv, argv + argc);
     if (std::string why = checkBuildFlags(*build, b, b.stopAfter || b.emitMlir, emitFile);

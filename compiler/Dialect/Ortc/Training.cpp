@@ -50,6 +50,12 @@ LogicalResult AllFiniteOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be \"mean\" or \"sum\", got \"") << getReduction() << "\"";
+  return success();
+}
+
 LogicalResult SgdUpdateOp::verify() {
   bool hasBuffer = static_cast<bool>(getMomentumBuffer());
   if (hasBuffer != (getMomentum().convertToDouble() != 0.0))

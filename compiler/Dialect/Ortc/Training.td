@@ -1,5 +1,6 @@
 // Loss and training ops: cross-entropy and its gradient, optimizer updates gated by a
-// device-side flag, and the finiteness check that computes that flag.
+// device-side flag, the finiteness check that computes that flag, and the all-reduce
+// of a data-parallel step.
 #ifndef ORTC_TRAINING_TD
 #define ORTC_TRAINING_TD
 
@@ -39,6 +40,22 @@ def Ortc_AllFiniteOp : Ortc_Op<"all_finite", [Pure]> {
   let arguments = (ins Variadic<Ortc_FloatTensor>:$inputs);
   let results = (outs 0DTensorOf<[I1]>:$result, 1DTensorOf<[I1]>:$each);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result) `,` type($each)";
+  let hasVerifier = 1;
+}
+
+def Ortc_AllReduceOp : Ortc_Op<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "Sum or mean of a tensor over the ranks of a data-parallel run";
+  let description = [{
+    Every rank passes its value and receives the same reduction of all ranks' values
+    (`mean`: their sum divided by the number of ranks). It communicates, so it is not
+    pure: nothing removes, merges or recomputes it. Every rank runs the same artifact
+    and so issues its all_reduces in the same order. A process that runs alone (no MPI
+    launcher) is a world of one: the result is the input.
+  }];
+  let arguments = (ins Ortc_FloatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 

@@ -42,6 +42,24 @@ typedef void (*ortc_gpu_launcher_fn)(void *const *ptrs, void *stream);
 typedef void (*ortc_launch_operands_fn)(const char *kernel, const char *node, int n,
                                          void *const *ptrs, const unsigned long long *bytes);
 
+/* Data-parallel artifacts: the processes of a run ("ranks") and the collectives that
+ * join them. The runtime opens the communicator (MPI on the CPU target; runtime/comm)
+ * and hands it to kernels.so through its exported `ortc_set_communicator` before the
+ * first step; the generated all_reduce kernels call it. A process that runs alone gets
+ * none (NULL) and its all_reduce is the identity. */
+enum { ORTC_COMM_F32 = 0, ORTC_COMM_F64 = 1 };
+enum { ORTC_COMM_SUM = 0 };
+typedef struct ortc_communicator {
+  int rank, world;
+  void *ctx;
+  /* buf[0..count) of every rank becomes their element-wise reduction, the same on
+   * every rank (in place; `stream` is the GPU stream, NULL on the CPU). 0: success;
+   * otherwise the message is in error(ctx). */
+  int (*all_reduce)(void *ctx, void *buf, long long count, int dtype, int op, void *stream);
+  const char *(*error)(void *ctx);
+} ortc_communicator;
+typedef void (*ortc_set_communicator_fn)(const ortc_communicator *comm);
+
 #ifdef __cplusplus
 }
 #endif

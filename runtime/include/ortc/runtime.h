@@ -76,6 +76,11 @@ void ortc_artifact_free(ortc_artifact *artifact);
 /// ORTC_THREADS, else OMP_NUM_THREADS, else one thread per physical core.
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n);
 
+/// This process's rank and the number of ranks of its run: a data-parallel artifact
+/// (ortc build --data-parallel) started by mpirun is one of `world` ranks whose steps
+/// average their gradients; any other artifact, or one started alone, is rank 0 of 1.
+ortc_status ortc_artifact_ranks(const ortc_artifact *artifact, int *rank, int *world);
+
 /// "cpu", or the arch of the GPU a cuda/rocm artifact runs on ("sm_90", "gfx90a").
 const char *ortc_artifact_device(const ortc_artifact *artifact);
 

@@ -413,3 +413,11 @@ func.func @slice_grad_box_leaves(%dy: tensor<2x2xf32>) -> tensor<2x6xf32> {
   %0 = ortc.slice_grad %dy {starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : tensor<2x2xf32> -> tensor<2x6xf32>
   return %0 : tensor<2x6xf32>
 }
+
+// -----
+
+func.func @all_reduce_unknown_reduction(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{reduction must be "mean" or "sum", got "max"}}
+  %0 = ortc.all_reduce %x {reduction = "max"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,37 @@
+//===- Communicator.h - The ranks of a data-parallel run --------*- C++ -*-===//
+//
+// Why: a data-parallel artifact's all-reduce kernels need the processes of the run to
+// talk, over an engine that exists (MPI on the CPU), never a transport of ortc's own.
+// The runtime must still load with no MPI on the machine, so the engine sits in a
+// plugin (runtime/comm: libortc_comm_mpi.so, linked with the system's MPI) opened with
+// dlopen only when a launcher (mpirun) started this process. One communicator per
+// process, opened once and kept until exit (MPI cannot be initialised twice).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ORTC_RUNTIME_COMMUNICATOR_H
+#define ORTC_RUNTIME_COMMUNICATOR_H
+
+#include "ortc/kernel_abi.h"
+
+#include <string>
+
+namespace ortc {
+
+/// The ranks a launcher says this process has among the processes of its node and
+/// of the run (Open MPI's OMPI_COMM_WORLD_*, MPICH/Hydra's PMI_*, PMIx's PMIX_*);
+/// {0, 1, 1} for a process started alone.
+struct LaunchRanks {
+  int rank = 0, world = 1, localWorld = 1;
+  bool launched = false; ///< a launcher's variables were found
+};
+LaunchRanks launchRanks();
+
+/// The process's communicator of `kind` ("mpi"): nullptr with no error when the
+/// process runs alone (no launcher), else the opened plugin's communicator. nullptr
+/// with `error` set when the launcher is there but the plugin cannot be found or
+/// fails to start (the message says where it looked and why).
+const ortc_communicator *openCommunicator(const std::string &kind, std::string &error);
+
+} // namespace ortc
+
+#endif // ORTC_RUNTIME_COMMUNICATOR_H

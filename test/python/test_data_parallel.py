@@ -1,0 +1,157 @@
+# Data-parallel training on the CPU target (ortc build --data-parallel, started by
+# mpirun -np 2 on loopback): two ranks, each on its half of every batch, must train what
+# one process trains on the whole batch. Both runs are judged against PyTorch's float64
+# run of the whole batch (ortc_testlib.check_oracle), as every ortc-vs-ortc comparison is.
+# Skips where Open MPI (mpirun, and the communicator plugin built with it) is missing.
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+import numpy as np
+
+from ortc_testlib import (BUILD, ENV, ORTC, ORTC_RUN, TempDir, check_oracle, reference, run,
+                          updates_vs_reference, without_dropout)
+
+RANKS = 2
+STEPS = 5
+PLUGIN = os.path.join(BUILD, "runtime", "libortc_comm_mpi.so")
+# As root Open MPI wants --allow-run-as-root; containers often forbid the cross-memory
+# attach its shared-memory transport tries first.
+MPI_ENV = dict(ENV, OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def mpirun(args, check=True):
+    cmd = ["mpirun", "--allow-run-as-root", "-np", str(RANKS)] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, env=MPI_ENV, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def losses_of(log):
+    with open(log) as f:
+        return [json.loads(line)["loss"] for line in f]
+
+
+def split_steps(ref, ranks):
+    """The reference's per-step batches (steps/<input> [S, B, ...]) as a feed of S * ranks
+    batches of B / ranks: batch s * ranks + r is rank r's share of step s."""
+    feed = {}
+    for key, v in ref.items():
+        if key.startswith("steps/"):
+            s, b = v.shape[:2]
+            feed[key[len("steps/"):]] = v.reshape((s * ranks, b // ranks) + v.shape[2:])
+    return feed
+
+
+def whole_steps(ref):
+    return {k[len("steps/"):]: v for k, v in ref.items() if k.startswith("steps/")}
+
+
+@unittest.skipUnless(shutil.which("mpirun") and os.path.exists(PLUGIN),
+                     "needs Open MPI (mpirun and runtime/libortc_comm_mpi.so)")
+class DataParallel(unittest.TestCase):
+    def judge(self, what, log, params, ref, ref32, adamw):
+        trained = dict(np.load(params))
+        upd, upd64, upd32 = updates_vs_reference(ref, ref32, trained, adamw)
+        self.assertGreater(len(upd), 0)
+        failures, worst = check_oracle(losses_of(log), ref["losses"], ref32["losses"], upd, upd64,
+                                       upd32, what)
+        print("%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
+              % (what, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))
+        self.assertFalse(failures, "\n".join(failures))
+        return trained
+
+    def test_gpt2_two_ranks_train_the_whole_batch(self):
+        lr, batch = 0.004, 4
+        opt = ["--optimizer", "adamw", "--weight-decay", "0.01"]
+        with TempDir() as d:
+            common = ("--steps", str(STEPS), "--lr", str(lr), "--no-dropout", "--batches-per-step",
+                      "--batch", str(batch), *opt)
+            ref = reference("gpt2", d, "--dtype", "float64", *common)
+            ref32 = reference("gpt2", d, "--dtype", "float32", *common)
+            model = without_dropout("gpt2", d)
+            one, dp = os.path.join(d, "one.ortc"), os.path.join(d, "dp.ortc")
+            run([ORTC, "build", model, "-o", one, "--dim", "batch=%d" % batch] + opt)
+            # Small buckets: the gradients travel in several all-reduces.
+            run([ORTC, "build", model, "-o", dp, "--dim", "batch=%d" % (batch // RANKS),
+                 "--data-parallel", "--bucket-mb", "0.02"] + opt)
+            with open(os.path.join(dp, "manifest.json")) as f:
+                m = json.load(f)
+            self.assertEqual(m["data_parallel"], {"communicator": "mpi"})
+            self.assertGreater(m["functions"]["train_step"]["all_reduce"]["calls"], 2)
+            np.savez(os.path.join(d, "whole.npz"), **whole_steps(ref))
+            np.savez(os.path.join(d, "halves.npz"), **split_steps(ref, RANKS))
+            for art, feed, launch in ((one, "whole.npz", run), (dp, "halves.npz", mpirun)):
+                log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+                p = launch([ORTC_RUN, "train", art, "--data", os.path.join(d, feed), "--steps",
+                            str(STEPS), "--lr", str(lr), "--log-json", log, "--save-params", params,
+                            "--threads", "1"])
+                if launch is mpirun: # one rank speaks: its loss is the mean over the ranks
+                    self.assertEqual(p.stdout.count("step 1 loss"), 1, p.stdout)
+                self.judge("gpt2 " + os.path.basename(art), log, params, ref, ref32, True)
+
+    def test_nonfinite_on_one_rank_skips_or_stops_every_rank(self):
+        """Rank 1's batch of step 2 holds an inf: the all-reduced gradients are not finite on
+        both ranks, so both skip the step (and train on as one process does on the whole
+        batch) or both stop with the same message."""
+        with TempDir() as d:
+            model = without_dropout("mlp", d)
+            one, dp = os.path.join(d, "one.ortc"), os.path.join(d, "dp.ortc")
+            run([ORTC, "build", model, "-o", one, "--dim", "batch=4"])
+            run([ORTC, "build", model, "-o", dp, "--dim", "batch=2", "--data-parallel"])
+            ref = reference("mlp", d, "--dtype", "float64", "--steps", str(STEPS),
+                            "--batches-per-step", "--batch", "4")
+            whole = {k: v.copy() for k, v in whole_steps(ref).items()}
+            x = next(k for k, v in whole.items() if v.dtype.kind == "f")
+            whole[x][1, 4 // RANKS].flat[0] = np.inf  # step 2, the first row of rank 1's half
+            halves = split_steps({"steps/" + k: v for k, v in whole.items()}, RANKS)
+            np.savez(os.path.join(d, "whole.npz"), **whole)
+            np.savez(os.path.join(d, "halves.npz"), **halves)
+            got = {}
+            for art, feed, launch in ((one, "whole.npz", run), (dp, "halves.npz", mpirun)):
+                log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+                launch([ORTC_RUN, "train", art, "--data", os.path.join(d, feed), "--steps",
+                        str(STEPS), "--lr", "0.05", "--log-json", log, "--save-params", params,
+                        "--on-nonfinite", "skip", "--threads", "1"])
+                with open(log) as f:
+                    got[art] = ([r["finite"] for r in map(json.loads, f)], dict(np.load(params)))
+            self.assertEqual(got[dp][0], [True, False, True, True, True])
+            self.assertEqual(got[one][0], got[dp][0])
+            for k, v in got[one][1].items():
+                np.testing.assert_allclose(got[dp][1][k], v, rtol=1e-4, atol=1e-6, err_msg=k)
+
+            p = mpirun([ORTC_RUN, "train", dp, "--data", os.path.join(d, "halves.npz"), "--steps",
+                        str(STEPS), "--threads", "1"], check=False)
+            self.assertNotEqual(p.returncode, 0)
+            errors = [l for l in p.stderr.splitlines() if l.startswith("ortc-run: error:")]
+            self.assertEqual(len(errors), RANKS, p.stderr)
+            self.assertEqual(len(set(errors)), 1, errors)
+            self.assertIn("step 2: not finite", errors[0])
+
+    def test_alone_and_without_the_plugin(self):
+        """A data-parallel artifact started alone is a world of one (its all-reduces copy);
+        under mpirun without the plugin, every rank says what is missing, and nothing hangs."""
+        with TempDir() as d:
+            model = without_dropout("mlp", d)
+            art = os.path.join(d, "dp.ortc")
+            run([ORTC, "build", model, "-o", art, "--dim", "batch=2", "--data-parallel"])
+            ref = reference("mlp", d, "--dtype", "float64", "--steps", "2", "--batches-per-step",
+                            "--batch", "2")
+            np.savez(os.path.join(d, "feed.npz"), **whole_steps(ref))
+            p = run([ORTC_RUN, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "2"])
+            self.assertIn("step 2 loss", p.stdout)
+            nowhere = os.path.join(d, "nowhere", "libortc_comm_mpi.so")
+            p = subprocess.run(["mpirun", "--allow-run-as-root", "-np", str(RANKS), ORTC_RUN,
+                                "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "1"],
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(MPI_ENV, ORTC_COMM_MPI=nowhere))
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("is not installed (looked in %s" % nowhere, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
