@@ -77,7 +77,7 @@ def main():
             arts[kind] = os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], kind))
             bench_cpu.ortc_build(args, spec['onnx'], arts[kind], flags + extra)
         with open(os.path.join(arts['dp'], 'manifest.json')) as f:
-            reduced = json.load(f)['functions']['train_step']['all_reduce']
+            reduced = json.load(f)['functions']['train_step']['collectives']
         configs = [('1 process x 1 thread', arts['one'], 1, 1),
                    ('1 process x 2 threads', arts['one'], 2, 1),
                    ('%d ranks x 1 thread' % args.ranks, arts['dp'], 1, args.ranks)]

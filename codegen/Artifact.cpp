@@ -759,14 +759,17 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
       fns[f.name]["index_inputs"] = std::move(ranges);
     if (!f.finiteChecks.empty())
       fns[f.name]["finite_checks"] = f.finiteChecks;
-    if (f.allReduces)
-      fns[f.name]["all_reduce"] = {{"calls", f.allReduces}, {"bytes", f.allReduceBytes}};
+    if (f.collectives)
+      fns[f.name]["collectives"] = {{"calls", f.collectives}, {"bytes", f.collectiveBytes}};
   }
   manifest["functions"] = fns;
   // The runtime opens a communicator for these (ranks of an mpirun; kernel_abi.h).
   if (std::any_of(functions.begin(), functions.end(),
-                  [](const FunctionKernels &f) { return f.allReduces > 0; }))
+                  [](const FunctionKernels &f) { return f.collectives > 0; }))
     manifest["data_parallel"] = {{"communicator", "mpi"}};
+  for (const FunctionKernels &f : functions)
+    if (f.shardRanks)
+      manifest["data_parallel"]["ranks"] = f.shardRanks;
   nlohmann::json files = nlohmann::json::object();
   for (const auto &[name, content] : options.extraFiles) {
     if (!writeFile(tmp / name, content, error)) {

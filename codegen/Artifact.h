@@ -93,7 +93,8 @@ struct FunctionKernels {
   std::vector<std::string> finiteChecks;
   int64_t arenaBytes = 0, arenaLowerBound = 0;
   /// Data-parallel steps: the ortc.all_reduce ops of one run and the bytes they carry.
-  int64_t allReduces = 0, allReduceBytes = 0;
+  int64_t collectives = 0, collectiveBytes = 0;
+  int64_t shardRanks = 0; ///< ZeRO: the ranks the optimizer state is sharded over (0: none)
   /// What --recompute chose here (the ortc.recompute* attributes of the step function):
   /// for --report.
   struct Recompute {

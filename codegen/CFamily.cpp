@@ -905,10 +905,15 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (!resultTied(f, i))
       fk.outputs.push_back(resultName(f, i));
-  f.walk([&](AllReduceOp a) {
-    RankedTensorType t = cast<RankedTensorType>(a.getType());
-    ++fk.allReduces;
-    fk.allReduceBytes += t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+  if (auto zero = f->getAttrOfType<IntegerAttr>("ortc.zero_ranks"))
+    fk.shardRanks = zero.getInt();
+  f.walk([&](Operation *op) {
+    if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op))
+      return;
+    // The whole tensor reduced or gathered (an all_gather's result, else the input).
+    Value whole = isa<AllGatherOp>(op) ? op->getResult(0) : op->getOperand(0);
+    ++fk.collectives;
+    fk.collectiveBytes += byteSize(whole);
   });
   if (auto checks = f->getAttrOfType<ArrayAttr>("ortc.finite_checks"))
     for (Attribute a : checks)

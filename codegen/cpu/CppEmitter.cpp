@@ -51,6 +51,24 @@ private:
   LogicalResult emitOp(Operation *op, std::string &error) override;
 
   std::string scalar(Value v) { return "(*" + typed(v) + ")"; }
+  /// The communicator's dtype code of C type `T` (kernel_abi.h).
+  static std::string commDtype(const std::string &T) {
+    return T == "double" ? "ORTC_COMM_F64" : T == "float" ? "ORTC_COMM_F32" : "ORTC_COMM_U8";
+  }
+  /// Closes the `if (call failed) {` of a collective: its output becomes non-finite, so
+  /// the step's guard refuses it (i1 flags become false).
+  void poisonOnFailure(const std::string &buf, int64_t n, const std::string &T) {
+    if (T == "double" || T == "float")
+      body << "    ortc_poison(" << buf << ", " << n << ");\n";
+    else
+      body << "    std::memset(" << buf << ", 0, " << n << ");\n";
+    body << "    return;\n  }\n";
+  }
+  void divideByWorld(const std::string &buf, int64_t n, const std::string &T) {
+    body << "  const " << T << " world = " << T << "(c->world);\n"
+         << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n << ")\n"
+         << "  for (int64_t i = 0; i < " << n << "; ++i)\n    " << buf << "[i] /= world;\n";
+  }
   std::string runtimeScalar(Value v) override { return scalar(v); }
   /// Element i of an elementwise operand: a literal for splat constants.
   std::string elem(Value v) {
@@ -344,14 +362,46 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << T << " *buf = " << typed(res, true) << ";\n"
              << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
              << "  if (!c || c->world == 1)\n    return;\n"
-             << "  if (c->all_reduce(c->ctx, buf, " << n << ", "
-             << (T == "double" ? "ORTC_COMM_F64" : "ORTC_COMM_F32")
-             << ", ORTC_COMM_SUM, nullptr) != 0) {\n"
-             << "    ortc_poison(buf, " << n << "); // the step's guard refuses it\n    return;\n  }\n";
+             << "  if (c->all_reduce(c->ctx, buf, " << n << ", " << commDtype(T) << ", "
+             << (a.getReduction() == "min" ? "ORTC_COMM_MIN" : "ORTC_COMM_SUM")
+             << ", nullptr) != 0) {\n";
+        poisonOnFailure("buf", n, T);
         if (a.getReduction() == "mean")
-          body << "  const " << T << " world = " << T << "(c->world);\n"
-               << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n << ")\n"
-               << "  for (int64_t i = 0; i < " << n << "; ++i)\n    buf[i] /= world;\n";
+          divideByWorld("buf", n, T);
+        return success();
+      })
+      .Case([&](ReduceScatterOp r) {
+        // ZeRO: rank r's share of the reduction. Built for `ranks`, which the runtime
+        // checked the run has; alone (ranks 1) a copy.
+        int64_t n = numElements(res);
+        body << "  " << T << " *out = " << typed(res, true) << ";\n"
+             << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  if (!c || c->world == 1) {\n    std::memcpy(out, " << typed(r.getInput())
+             << ", " << byteSize(res) << ");\n    return;\n  }\n"
+             << "  if (c->reduce_scatter(c->ctx, " << typed(r.getInput()) << ", out, " << n << ", "
+             << commDtype(T) << ", ORTC_COMM_SUM, nullptr) != 0) {\n";
+        poisonOnFailure("out", n, T);
+        if (r.getReduction() == "mean")
+          divideByWorld("out", n, T);
+        return success();
+      })
+      .Case([&](AllGatherOp g) {
+        int64_t n = numElements(g.getInput());
+        body << "  " << T << " *out = " << typed(res, true) << ";\n"
+             << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  if (!c || c->world == 1) {\n    std::memcpy(out, " << typed(g.getInput())
+             << ", " << byteSize(g.getInput()) << ");\n    return;\n  }\n"
+             << "  if (c->all_gather(c->ctx, " << typed(g.getInput()) << ", out, " << n << ", "
+             << commDtype(T) << ", nullptr) != 0) {\n";
+        poisonOnFailure("out", numElements(res), T);
+        return success();
+      })
+      .Case([&](RankShardOp r) {
+        int64_t n = numElements(res);
+        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  const int64_t rank = c ? c->rank : 0;\n"
+             << "  std::memcpy(" << ptr(res) << ", " << typed(r.getInput()) << " + rank * " << n
+             << ", " << byteSize(res) << ");\n";
         return success();
       })
       .Case([&](AllFiniteOp f) {
@@ -411,7 +461,13 @@ LogicalResult emitCpuKernels(ModuleOp module, const TensorTable &table,
     return failure();
   units.clear();
   // Data-parallel steps: the communicator the runtime installs (kernel_abi.h).
-  bool collectives = module.walk([](AllReduceOp) { return WalkResult::interrupt(); }).wasInterrupted();
+  bool collectives = module
+                         .walk([](Operation *op) {
+                           return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op)
+                                      ? WalkResult::interrupt()
+                                      : WalkResult::advance();
+                         })
+                         .wasInterrupted();
   for (std::string &body : p.kernelUnits(/*split=*/true)) {
     std::ostringstream out;
     out << "// Generated by ortc for the CPU target: kernels of the training step\n"

@@ -665,6 +665,13 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(a.getResult(), get(a.getInput()));
         return success();
       })
+      .template Case<ReduceScatterOp, AllGatherOp, RankShardOp>([&](auto c) {
+        if (c.getRanks() != 1)
+          return fail(op, "shards for " + std::to_string(c.getRanks()) +
+                              " ranks; the evaluator is one process");
+        set(c.getResult(), get(c.getInput()));
+        return success();
+      })
       .Case([&](AllFiniteOp a) {
         EvalTensor<T> out = make(a.getResult()), each = make(a.getEach());
         bool ok = true;

@@ -65,6 +65,9 @@ struct BuildOptions {
   /// DataParallel.h), in all_reduce buckets of at most bucketBytes.
   bool dataParallel = false;
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// ZeRO stage (0 or 1): 1 shards the optimizer state over `ranks` ranks.
+  int64_t zero = 0;
+  int64_t ranks = 0;
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 

@@ -115,6 +115,8 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     opt.gradAccum = options.gradAccum;
     opt.dataParallel = options.dataParallel;
     opt.bucketBytes = options.bucketBytes;
+    opt.zero = options.zero;
+    opt.ranks = options.ranks;
     pm.addPass(createOptimizer(opt));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

@@ -12,7 +12,9 @@
 //  With data-parallel, before 2: the loss and the gradients (after accumulation, so
 //  ranks only communicate once per optimizer step) become their mean over the ranks
 //  (DataParallel.h); the finite flag, the clipping norm and the updates are then the
-//  same on every rank. @accumulate_step averages only its loss, for the log.
+//  same on every rank. @accumulate_step averages only its loss, for the log. With
+//  zero=1, the gradients are reduce-scattered instead and step 4 is one update of this
+//  rank's shard of the flattened parameters, followed by an all-gather (DataParallel.h).
 //  With grad-accum, first a copy of the differentiated step becomes @accumulate_step:
 //  its gradients are added into per-parameter state `<name>.grad_accum` (nothing else
 //  changes but BatchNorm running statistics); @train_step's gradients become
@@ -122,6 +124,11 @@ void OptimizerPass::runOnOperation() {
     fn.emitError() << "unknown optimizer '" << optimizer << "' (sgd, adamw)";
     return signalPassFailure();
   }
+  if (zero && (zero != 1 || !dataParallel || ranks < 1)) {
+    fn.emitError() << "zero=" << int64_t(zero) << " needs data-parallel, zero=1 and ranks >= 1 (ranks="
+                   << int64_t(ranks) << ")";
+    return signalPassFailure();
+  }
   if (dataParallel && bucketBytes <= 0) {
     fn.emitError() << "bucket-bytes must be positive, got " << int64_t(bucketBytes);
     return signalPassFailure();
@@ -189,82 +196,142 @@ void OptimizerPass::runOnOperation() {
     }
   }
 
-  if (dataParallel) {
-    SmallVector<Value> averaged{loss};
-    for (auto &[name, g] : gradients)
-      averaged.push_back(g);
-    int64_t buckets = averageOverRanks(b, loc, averaged, produced, bucketBytes);
-    fn->setAttr("ortc.all_reduce_buckets", b.getI64IntegerAttr(buckets));
-    loss = averaged[0];
-    for (auto [k, entry] : llvm::enumerate(gradients))
-      entry.second = averaged[k + 1];
-  }
-
-  SmallVector<Value> checked{loss};
   SmallVector<Attribute> checkNames{b.getStringAttr("loss")};
-  for (auto &[name, g] : gradients) {
-    checked.push_back(g);
+  for (auto &[name, g] : gradients)
     checkNames.push_back(b.getStringAttr(name));
-  }
-  auto allFinite = AllFiniteOp::create(
-      b, loc, scalarI1, RankedTensorType::get({int64_t(checked.size())}, b.getI1Type()), checked);
-  Value finite = allFinite.getResult();
   // What each element of `finite_each` checked: the loss, then each parameter's gradient.
   fn->setAttr("ortc.finite_checks", b.getArrayAttr(checkNames));
+  Value finite, finiteEach;
+  ZeroExchange zx;
+  if (zero) {
+    SmallVector<Value> grads;
+    for (auto &[name, g] : gradients) {
+      if (tensorTypeOf(g).getElementType() != tensorTypeOf(gradients[0].second).getElementType()) {
+        fn.emitError() << "--zero 1 shards one flat tensor of the gradients, but '" << name
+                       << "' has another element type than '" << gradients[0].first << "'";
+        return signalPassFailure();
+      }
+      grads.push_back(g);
+    }
+    zx = exchangeForZero(b, loc, loss, grads, ranks);
+    loss = zx.loss;
+    finite = zx.finite;
+    finiteEach = zx.each;
+    fn->setAttr("ortc.zero_ranks", b.getI64IntegerAttr(ranks));
+  } else {
+    if (dataParallel) {
+      SmallVector<Value> averaged{loss};
+      for (auto &[name, g] : gradients)
+        averaged.push_back(g);
+      int64_t buckets = averageOverRanks(b, loc, averaged, produced, bucketBytes);
+      fn->setAttr("ortc.all_reduce_buckets", b.getI64IntegerAttr(buckets));
+      loss = averaged[0];
+      for (auto [k, entry] : llvm::enumerate(gradients))
+        entry.second = averaged[k + 1];
+    }
+    SmallVector<Value> checked{loss};
+    for (auto &[name, g] : gradients)
+      checked.push_back(g);
+    auto allFinite = AllFiniteOp::create(
+        b, loc, scalarI1, RankedTensorType::get({int64_t(checked.size())}, b.getI1Type()), checked);
+    finite = allFinite.getResult();
+    finiteEach = allFinite.getEach();
+  }
 
   if (clipGradNorm > 0) {
-    Value sumSq;
-    for (auto &[name, g] : gradients) {
+    // The global norm: of every gradient, or of the ranks' shards together.
+    auto squares = [&](Value g) -> Value {
       SmallVector<int64_t> axes;
       for (int64_t d = 0; d < tensorTypeOf(g).getRank(); ++d)
         axes.push_back(d);
       Value sq = MulOp::create(b, loc, g, g);
-      Value s = axes.empty() ? sq : Value(ReduceSumOp::create(b, loc, sq, axes, false));
-      sumSq = addOrNull(b, loc, sumSq, s);
+      return axes.empty() ? sq : Value(ReduceSumOp::create(b, loc, sq, axes, false));
+    };
+    Value sumSq;
+    if (zero) {
+      sumSq = squares(zx.gradShard);
+      sumSq = AllReduceOp::create(b, loc, sumSq.getType(), sumSq, b.getStringAttr("sum"));
+    } else {
+      for (auto &[name, g] : gradients)
+        sumSq = addOrNull(b, loc, sumSq, squares(g));
     }
     Value norm = SqrtOp::create(b, loc, sumSq);
     Value denom = AddOp::create(b, loc, norm, splatLike(b, loc, norm, 1e-6));
     Value coef = DivOp::create(b, loc, splatLike(b, loc, norm, clipGradNorm), denom);
     coef = MinOp::create(b, loc, coef, splatLike(b, loc, coef, 1.0));
-    for (auto &[name, g] : gradients)
+    auto clip = [&](Value &g) {
       g = MulOp::create(b, loc, g, broadcastTo(b, loc, coef, tensorTypeOf(g).getShape()));
+    };
+    if (zero)
+      clip(zx.gradShard);
+    else
+      for (auto &[name, g] : gradients)
+        clip(g);
   }
 
   SmallVector<StepResult> results{{loss, "loss", "loss", std::nullopt},
                                   {finite, "finite", "output", std::nullopt},
-                                  {allFinite.getEach(), "finite_each", "output", std::nullopt}};
+                                  {finiteEach, "finite_each", "output", std::nullopt}};
   SmallVector<StepResult> state;
-  for (auto &[name, g] : gradients) {
-    auto pIdx = findArgument(fn, name);
-    Value p = fn.getArgument(*pIdx);
+  /// The update of parameter `p` (named `name`: its state is `<name>.<kind>`) by `g`;
+  /// returns the new value, adds the state's results.
+  auto update = [&](StringRef name, Value p, Value g) -> FailureOr<Value> {
     auto type = tensorTypeOf(p);
     Location ploc = NameLoc::get(b.getStringAttr(name + "/update"), fn.getLoc());
     if (optimizer == "sgd") {
       Value buf;
       if (momentum != 0) {
-        auto arg = addState(fn, name + ".momentum_buffer", type);
+        auto arg = addState(fn, (name + ".momentum_buffer").str(), type);
         if (failed(arg))
-          return signalPassFailure();
+          return failure();
         buf = *arg;
       }
       SmallVector<Type> types(buf ? 2 : 1, type);
       auto op = SgdUpdateOp::create(b, ploc, types, p, g, buf, lr, t, finite,
                                     b.getF64FloatAttr(momentum), b.getF64FloatAttr(dampening),
                                     b.getBoolAttr(nesterov), b.getF64FloatAttr(wd));
-      results.push_back({op.getResult(0), name, "parameter", *pIdx});
       if (buf)
-        state.push_back({op.getResult(1), name + ".momentum_buffer", "state",
+        state.push_back({op.getResult(1), (name + ".momentum_buffer").str(), "state",
                          cast<BlockArgument>(buf).getArgNumber()});
-    } else {
-      auto m = addState(fn, name + ".exp_avg", type);
-      auto v = addState(fn, name + ".exp_avg_sq", type);
-      if (failed(m) || failed(v))
+      return op.getResult(0);
+    }
+    auto m = addState(fn, (name + ".exp_avg").str(), type);
+    auto v = addState(fn, (name + ".exp_avg_sq").str(), type);
+    if (failed(m) || failed(v))
+      return failure();
+    auto op = AdamWUpdateOp::create(b, ploc, type, type, type, p, g, *m, *v, lr, t, finite,
+                                    adamw[0], adamw[1], adamw[2], adamw[3]);
+    state.push_back({op.getNewM(), (name + ".exp_avg").str(), "state", m->getArgNumber()});
+    state.push_back({op.getNewV(), (name + ".exp_avg_sq").str(), "state", v->getArgNumber()});
+    return op.getNewParam();
+  };
+  if (zero) {
+    // This rank updates its shard of the flattened parameters with its shard of the
+    // state ("zero1.exp_avg" ...), then every rank gathers the shards.
+    SmallVector<Value> params;
+    SmallVector<RankedTensorType> types;
+    for (auto &[name, g] : gradients) {
+      params.push_back(fn.getArgument(*findArgument(fn, name)));
+      types.push_back(tensorTypeOf(params.back()));
+    }
+    Location zloc = NameLoc::get(b.getStringAttr("zero1"), loc);
+    Value flat = flatten(b, zloc, params, zx.shard * ranks);
+    Value mine = RankShardOp::create(b, zloc, zx.gradShard.getType(), flat,
+                                     b.getI64IntegerAttr(ranks));
+    FailureOr<Value> updated = update("zero1", mine, zx.gradShard);
+    if (failed(updated))
+      return signalPassFailure();
+    Value gathered = AllGatherOp::create(b, zloc, flat.getType(), *updated,
+                                         b.getI64IntegerAttr(ranks));
+    for (auto [k, v] : llvm::enumerate(unflatten(b, zloc, gathered, types)))
+      results.push_back({v, gradients[k].first, "parameter", findArgument(fn, gradients[k].first)});
+  } else {
+    for (auto &[name, g] : gradients) {
+      auto pIdx = findArgument(fn, name);
+      FailureOr<Value> updated = update(name, fn.getArgument(*pIdx), g);
+      if (failed(updated))
         return signalPassFailure();
-      auto op = AdamWUpdateOp::create(b, ploc, type, type, type, p, g, *m, *v, lr, t, finite,
-                                      adamw[0], adamw[1], adamw[2], adamw[3]);
-      results.push_back({op.getNewParam(), name, "parameter", *pIdx});
-      state.push_back({op.getNewM(), name + ".exp_avg", "state", m->getArgNumber()});
-      state.push_back({op.getNewV(), name + ".exp_avg_sq", "state", v->getArgNumber()});
+      results.push_back({*updated, name, "parameter", *pIdx});
     }
   }
   // Buffers (BatchNorm running stats) and the step count move only on good steps.

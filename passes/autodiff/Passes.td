@@ -65,7 +65,10 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     micro-batches: @accumulate_step runs for all but the last micro-batch of an
     optimizer step, @train_step for the last one. With data-parallel, the loss and the
     gradients (after accumulation) become their mean over the ranks, in buckets of
-    gradients packed in the order the backward computes them (DataParallel.h).
+    gradients packed in the order the backward computes them (DataParallel.h). With
+    zero=1 (ZeRO-1) the gradients are reduce-scattered instead and each rank updates
+    its shard of the flattened parameters with its shard of the optimizer state, then
+    all ranks all-gather the parameters.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"", "sgd | adamw">,
@@ -87,7 +90,11 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
            "Average the loss and the gradients over the ranks of a data-parallel run "
            "(ortc.all_reduce in buckets, before the finite check and clipping)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
-           "data-parallel: the most bytes of gradients one all_reduce carries">
+           "data-parallel: the most bytes of gradients one all_reduce carries">,
+    Option<"zero", "zero", "int64_t", "0",
+           "data-parallel: 1 shards the optimizer state over `ranks` ranks (ZeRO-1)">,
+    Option<"ranks", "ranks", "int64_t", "0",
+           "zero: the number of ranks the run will have (the shards' shapes)">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

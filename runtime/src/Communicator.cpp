@@ -69,11 +69,20 @@ LaunchRanks launchRanks() {
   return r;
 }
 
+namespace {
+std::mutex mu;
+ortc_communicator comm;
+bool opened = false;
+std::string openError;
+} // namespace
+
+void abortRanks(int status) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (opened && comm.abort && comm.world > 1)
+    comm.abort(comm.ctx, status);
+}
+
 const ortc_communicator *openCommunicator(const std::string &kind, std::string &error) {
-  static std::mutex mu;
-  static ortc_communicator comm;
-  static bool opened = false;
-  static std::string openError;
   std::lock_guard<std::mutex> lock(mu);
   if (opened)
     return comm.all_reduce ? &comm : nullptr;

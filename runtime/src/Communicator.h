@@ -32,6 +32,10 @@ LaunchRanks launchRanks();
 /// fails to start (the message says where it looked and why).
 const ortc_communicator *openCommunicator(const std::string &kind, std::string &error);
 
+/// Ends every rank of a data-parallel run with `status` (the communicator's abort); returns
+/// when this process has no communicator with other ranks.
+void abortRanks(int status);
+
 } // namespace ortc
 
 #endif // ORTC_RUNTIME_COMMUNICATOR_H

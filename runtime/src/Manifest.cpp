@@ -97,7 +97,7 @@ struct Rules {
                                                           {"what", &anyString},
                                                           {"node", &anyString}});
   Rule indexInputs = arrayRule(&indexInput);
-  Rule allReduce = objectRule({"calls", "bytes"}, {{"calls", &count}, {"bytes", &count}});
+  Rule collectiveStats = objectRule({"calls", "bytes"}, {{"calls", &count}, {"bytes", &count}});
   Rule function = objectRule({"launches", "inputs", "outputs"}, {{"launches", &launchList},
                                                                 {"inputs", &nameList},
                                                                 {"outputs", &nameList},
@@ -105,7 +105,7 @@ struct Rules {
                                                                 {"arena_lower_bound", &count},
                                                                 {"index_inputs", &indexInputs},
                                                                 {"finite_checks", &nameList},
-                                                                {"all_reduce", &allReduce}});
+                                                                {"collectives", &collectiveStats}});
   // Top level.
   Rule format = stringRule();
   Rule version = intRule({}, kFormatVersion);
@@ -115,7 +115,8 @@ struct Rules {
   Rule cpuFeatures = arrayRule(&archName);
   Rule tensors = arrayRule(&tensor);
   Rule communicator = enumRule({"mpi"});
-  Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}});
+  Rule ranks = intRule(1);
+  Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}, {"ranks", &ranks}});
   Rule functions;
   Rule sha = stringRule("^[0-9a-f]{64}$");
   Rule files;
@@ -351,7 +352,10 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
   if (j.contains("cpu_features"))
     m.cpuFeatures = strings(j["cpu_features"]);
   if (j.contains("data_parallel"))
+  {
     m.communicator = j["data_parallel"]["communicator"].get<std::string>();
+    m.ranks = j["data_parallel"].value("ranks", int64_t(0));
+  }
   m.kernelsObject = j["kernels_object"].get<std::string>();
   m.arenaBytes = j["arena_bytes"].get<int64_t>();
   for (const auto &t : j["tensors"]) {
@@ -443,9 +447,9 @@ ManifestError parseManifest(const std::string &text, Manifest &m, std::string &e
     f.outputs = strings(it.value()["outputs"]);
     if (it.value().contains("finite_checks"))
       f.finiteChecks = strings(it.value()["finite_checks"]);
-    if (it.value().contains("all_reduce")) {
-      f.allReduces = it.value()["all_reduce"]["calls"].get<int64_t>();
-      f.allReduceBytes = it.value()["all_reduce"]["bytes"].get<int64_t>();
+    if (it.value().contains("collectives")) {
+      f.collectives = it.value()["collectives"]["calls"].get<int64_t>();
+      f.collectiveBytes = it.value()["collectives"]["bytes"].get<int64_t>();
     }
     for (const auto &r : it.value().value("index_inputs", nlohmann::json::array())) {
       IndexInputDesc d;

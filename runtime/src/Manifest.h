@@ -107,7 +107,7 @@ struct FunctionDesc {
   std::vector<std::string> inputs, outputs;
   std::vector<IndexInputDesc> indexInputs;
   std::vector<std::string> finiteChecks; ///< "finite_each"[i] checked this (loss, parameter)
-  int64_t allReduces = 0, allReduceBytes = 0; ///< data-parallel: collectives of one run
+  int64_t collectives = 0, collectiveBytes = 0; ///< data-parallel: collectives of one run
 };
 
 struct Manifest {
@@ -123,6 +123,8 @@ struct Manifest {
   std::map<std::string, std::string> files; ///< file name -> sha256 hex
   /// Data-parallel artifacts: the communicator their all-reduces need ("mpi"), else "".
   std::string communicator;
+  /// ZeRO artifacts: the number of ranks their shards are built for (0: any).
+  int64_t ranks = 0;
 };
 
 /// Why parseManifest failed: lets the C API pick a status code.

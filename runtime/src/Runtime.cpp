@@ -237,9 +237,16 @@ struct Loader {
     const ortc_communicator *comm = ortc::openCommunicator(a.manifest.communicator, error);
     if (!comm && !error.empty())
       return fail(ORTC_ERR_KERNEL, a.dir + ": " + error);
-    set(comm);
     a.rank = comm ? comm->rank : 0;
     a.world = comm ? comm->world : 1;
+    if (a.manifest.ranks && a.manifest.ranks != a.world)
+      return fail(ORTC_ERR_MISMATCH,
+                  a.dir + ": built with --zero 1 for " + std::to_string(a.manifest.ranks) +
+                      " ranks (its optimizer state is sharded that many ways), but this run has " +
+                      std::to_string(a.world) +
+                      (a.world == 1 ? " (start it with mpirun -np " + std::to_string(a.manifest.ranks) + ")"
+                                    : "; rebuild it with --ranks " + std::to_string(a.world)));
+    set(comm);
     return ORTC_OK;
   }
 
@@ -656,6 +663,12 @@ ortc_status ortc_artifact_ranks(const ortc_artifact *artifact, int *rank, int *w
   *rank = artifact->data->rank;
   *world = artifact->data->world;
   return ORTC_OK;
+}
+
+void ortc_abort_ranks(int status) { ortc::abortRanks(status); }
+
+int64_t ortc_artifact_shard_ranks(const ortc_artifact *artifact) {
+  return artifact ? artifact->data->manifest.ranks : 0;
 }
 
 ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n) {

@@ -73,6 +73,8 @@ std::string checkCount(const char *flag, int64_t v, int64_t lo) {
 
 class Loop {
 public:
+  /// A failure of this rank alone in a data-parallel run: the others must be ended.
+  bool failedAlone() const { return world > 1 && !agreed; }
   Loop(const TrainOptions &o, TrainResult &r, std::string &error)
       : o(o), r(r), error(error), out(o.out ? *o.out : std::cout),
         progress(o.progress ? *o.progress : std::cerr),
@@ -87,6 +89,7 @@ public:
     artifact.reset(a);
     ortc_artifact_set_threads(a, o.threads);
     ortc_artifact_ranks(a, &rank, &world);
+    sharded = ortc_artifact_shard_ranks(a) > 0;
     // Data parallel: rank 0 speaks for the run (its loss is the global mean); the
     // others only train.
     lead = rank == 0;
@@ -100,8 +103,13 @@ public:
     if (ortc_artifact_omitted_inits(a) && o.initSeed < 0 && o.loadParams.empty() && o.loadCheckpoint.empty())
       return fail(o.artifact + " was built with --no-params: its weights are not in it; give --load-params, "
                                "--load-checkpoint or --init-seed");
-    if (!o.loadCheckpoint.empty() && ortc_checkpoint_load(s, o.loadCheckpoint.c_str()))
-      return apiFail();
+    if (!o.loadCheckpoint.empty() &&
+        ortc_checkpoint_load(s, checkpointOfRank(o.loadCheckpoint).c_str()))
+      return fail(std::string(ortc_last_error()) +
+                  (sharded ? " (a --zero 1 checkpoint is one file per rank, NAME.npz for rank 0 "
+                             "and NAME.rank<r>.npz for the others, and resumes on as many ranks "
+                             "as wrote it)"
+                           : ""));
     if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))
       return apiFail();
     if (!train.open(o.data, error) || !prepare("train_step", train) ||
@@ -192,6 +200,7 @@ public:
       }
       if (!finite && !o.skipNonFinite) {
         endLine();
+        agreed = true; // the flag is global: every rank stops here with this message
         return fail("step " + std::to_string(i + 1) + ": not finite: " +
                     nonFiniteCause(batch, loss) + "; parameters left unchanged");
       }
@@ -227,12 +236,17 @@ public:
     endLine();
     if (log && !*log)
       return fail("cannot write " + o.logJson);
+    // ZeRO: each rank's optimizer state is its own, so every rank writes its checkpoint.
+    if (sharded && !o.saveCheckpoint.empty() &&
+        ortc_checkpoint_save(session.get(), checkpointOfRank(o.saveCheckpoint).c_str()))
+      return apiFail();
     if (!lead) // rank 0 writes what every rank holds alike and evaluates
       return 0;
     if (!o.saveParams.empty() &&
         ortc_save_params_npz(session.get(), o.saveParams.c_str(), ORTC_ROLES_PARAMS))
       return apiFail();
-    if (!o.saveCheckpoint.empty() && ortc_checkpoint_save(session.get(), o.saveCheckpoint.c_str()))
+    if (!sharded && !o.saveCheckpoint.empty() &&
+        ortc_checkpoint_save(session.get(), o.saveCheckpoint.c_str()))
       return apiFail();
     return o.eval && !evaluate(0, false) ? 1 : 0;
   }
@@ -245,7 +259,19 @@ private:
   bool tty, drawn = false;
   int rank = 0, world = 1; ///< this process in a data-parallel run (ortc_artifact_ranks)
   bool lead = true;        ///< rank 0: logs, evaluates and writes
+  bool sharded = false;     ///< ZeRO: each rank holds its own shard of the optimizer state
+  bool agreed = false;      ///< the failure is every rank's (a global non-finite step)
   bool quiet() const { return o.quiet || !lead; }
+  /// The checkpoint file of this rank: `path` for rank 0 (and every rank of an unsharded
+  /// run), NAME.rank<r>.npz for rank r of a ZeRO run.
+  std::string checkpointOfRank(const std::string &path) const {
+    if (!sharded || rank == 0)
+      return path;
+    std::string tag = ".rank" + std::to_string(rank);
+    size_t dot = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0 ? path.size() - 4
+                                                                                 : path.size();
+    return path.substr(0, dot) + tag + path.substr(dot);
+  }
   std::string inputsNote() const {
     return world == 1 ? "every input of the step is finite"
                       : "the mean over " + std::to_string(world) + " data-parallel ranks";
@@ -567,12 +593,20 @@ double scheduledLr(const TrainOptions &o, int64_t p, int64_t horizon) {
 int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &error) {
   error.clear();
   result = TrainResult();
+  int rc = 1;
+  bool alone = false;
   try {
-    return Loop(options, result, error).run();
+    Loop loop(options, result, error);
+    rc = loop.run();
+    alone = rc != 0 && loop.failedAlone();
   } catch (const std::exception &e) {
     error = std::string("internal error: ") + e.what();
-    return 1;
   }
+  if (alone) { // say why, then end the ranks that wait for this one
+    std::cerr << options.program << ": error: " << error << "\n" << std::flush;
+    ortc_abort_ranks(rc);
+  }
+  return rc;
 }
 
 int runTrainLoop(const TrainOptions &options) {

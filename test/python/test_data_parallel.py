@@ -47,6 +47,15 @@ def split_steps(ref, ranks):
     return feed
 
 
+def state_bytes(artifact, exclude=()):
+    """Bytes of the optimizer state of an artifact (its manifest's "state" tensors)."""
+    with open(os.path.join(artifact, "manifest.json")) as f:
+        m = json.load(f)
+    size = {"f32": 4, "f64": 8, "i64": 8}
+    return sum(int(np.prod(t["shape"])) * size[t["dtype"]] for t in m["tensors"]
+               if t["role"] == "state" and t["name"] not in exclude)
+
+
 def whole_steps(ref):
     return {k[len("steps/"):]: v for k, v in ref.items() if k.startswith("steps/")}
 
@@ -75,17 +84,25 @@ class DataParallel(unittest.TestCase):
             ref32 = reference("gpt2", d, "--dtype", "float32", *common)
             model = without_dropout("gpt2", d)
             one, dp = os.path.join(d, "one.ortc"), os.path.join(d, "dp.ortc")
+            zero = os.path.join(d, "zero.ortc")
             run([ORTC, "build", model, "-o", one, "--dim", "batch=%d" % batch] + opt)
             # Small buckets: the gradients travel in several all-reduces.
             run([ORTC, "build", model, "-o", dp, "--dim", "batch=%d" % (batch // RANKS),
                  "--data-parallel", "--bucket-mb", "0.02"] + opt)
+            run([ORTC, "build", model, "-o", zero, "--dim", "batch=%d" % (batch // RANKS),
+                 "--data-parallel", "--zero", "1", "--ranks", str(RANKS)] + opt)
+            # ZeRO-1: each rank holds 1/RANKS of the optimizer state (AdamW's moments; the
+            # step counter is one number).
+            moments = {a: state_bytes(a, exclude=("step",)) for a in (dp, zero)}
+            self.assertAlmostEqual(moments[zero] * RANKS / moments[dp], 1.0, delta=0.01, msg=moments)
             with open(os.path.join(dp, "manifest.json")) as f:
                 m = json.load(f)
             self.assertEqual(m["data_parallel"], {"communicator": "mpi"})
-            self.assertGreater(m["functions"]["train_step"]["all_reduce"]["calls"], 2)
+            self.assertGreater(m["functions"]["train_step"]["collectives"]["calls"], 2)
             np.savez(os.path.join(d, "whole.npz"), **whole_steps(ref))
             np.savez(os.path.join(d, "halves.npz"), **split_steps(ref, RANKS))
-            for art, feed, launch in ((one, "whole.npz", run), (dp, "halves.npz", mpirun)):
+            for art, feed, launch in ((one, "whole.npz", run), (dp, "halves.npz", mpirun),
+                                      (zero, "halves.npz", mpirun)):
                 log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
                 p = launch([ORTC_RUN, "train", art, "--data", os.path.join(d, feed), "--steps",
                             str(STEPS), "--lr", str(lr), "--log-json", log, "--save-params", params,
@@ -131,6 +148,40 @@ class DataParallel(unittest.TestCase):
             self.assertEqual(len(errors), RANKS, p.stderr)
             self.assertEqual(len(set(errors)), 1, errors)
             self.assertIn("step 2: not finite", errors[0])
+
+    def test_zero_checkpoint_resumes_exactly(self):
+        """A ZeRO run writes one checkpoint per rank (each holds its own state shard); 2 + 2
+        steps through it train exactly what 4 steps do. A missing rank's file is named."""
+        with TempDir() as d:
+            model = without_dropout("gpt2", d)
+            art = os.path.join(d, "zero.ortc")
+            run([ORTC, "build", model, "-o", art, "--dim", "batch=2", "--data-parallel", "--zero",
+                 "1", "--ranks", str(RANKS), "--optimizer", "adamw"])
+            ref = reference("gpt2", d, "--dtype", "float64", "--steps", "4", "--batches-per-step",
+                            "--batch", "4")
+            feed = os.path.join(d, "halves.npz")
+            np.savez(feed, **split_steps(ref, RANKS))
+            common = [ORTC_RUN, "train", art, "--data", feed, "--lr", "0.01", "--threads", "1"]
+            mpirun(common + ["--steps", "4", "--save-params", os.path.join(d, "straight.npz")])
+            ck = os.path.join(d, "ck.npz")
+            mpirun(common + ["--steps", "2", "--save-checkpoint", ck])
+            self.assertTrue(os.path.exists(os.path.join(d, "ck.rank1.npz")))
+            shards = [dict(np.load(f)) for f in (ck, os.path.join(d, "ck.rank1.npz"))]
+            self.assertFalse(np.array_equal(shards[0]["zero1.exp_avg"], shards[1]["zero1.exp_avg"]))
+            mpirun(common + ["--steps", "2", "--load-checkpoint", ck, "--save-params",
+                             os.path.join(d, "resumed.npz")])
+            straight, resumed = np.load(os.path.join(d, "straight.npz")), np.load(os.path.join(d, "resumed.npz"))
+            for k in straight.files:
+                np.testing.assert_array_equal(resumed[k], straight[k], err_msg=k)
+            os.remove(os.path.join(d, "ck.rank1.npz"))
+            p = mpirun(common + ["--steps", "1", "--load-checkpoint", ck], check=False)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("ck.rank1.npz: cannot open", p.stderr)
+            self.assertIn("a --zero 1 checkpoint is one file per rank", p.stderr)
+            # Built for 2 ranks, started alone: refused before any step.
+            p = subprocess.run(common + ["--steps", "1"], capture_output=True, text=True, env=ENV)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("built with --zero 1 for 2 ranks", p.stderr)
 
     def test_alone_and_without_the_plugin(self):
         """A data-parallel artifact started alone is a world of one (its all-reduces copy);

@@ -105,6 +105,13 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
     return "--no-ptx is for --target cuda (PTX is NVIDIA's portable code)";
   if (given("--bucket-mb") && !b.dataParallel)
     return "--bucket-mb sizes the all-reduces of --data-parallel";
+  if (b.zero && !b.dataParallel)
+    return "--zero 1 shards the optimizer state of --data-parallel";
+  if (b.zero && !given("--ranks"))
+    return "--zero 1 needs --ranks N, the number of ranks the run will have (the shards are "
+           "built for it)";
+  if (given("--ranks") && !b.zero)
+    return "--ranks sizes the shards of --zero 1";
   if (b.dataParallel && b.target != "cpu")
     return "--data-parallel is for --target cpu so far (MPI); GPU targets have no NCCL/RCCL "
            "all-reduce yet";
@@ -197,6 +204,14 @@ int main(int argc, char **argv) {
                     "--data-parallel: the most MiB of gradients one all-reduce carries "
                     "(PyTorch DDP's bucket_cap_mb)")
       ->default_val(25.0)->check(finiteIn(0, 1 << 20, true));
+  train->add_option("--zero", b.zero,
+                    "--data-parallel: 1 shards the optimizer state (and its update) over the "
+                    "ranks, ZeRO stage 1; needs --ranks")
+      ->check(CLI::IsMember({0, 1}))->default_val(0);
+  train->add_option("--ranks", b.ranks,
+                    "--zero 1: the number of ranks the run will have (mpirun -np N): the "
+                    "optimizer state's shards are built for it")
+      ->check(CLI::Range(1, 1 << 20));
   train->add_option("--freeze", b.freeze, "Keep matching weights out of training (glob)");
   train->add_option("--trainable", b.trainable,
                     "Train matching weights that the rule takes as exporter constants (glob)");

@@ -51,9 +51,40 @@ LogicalResult AllFiniteOp::verify() {
 }
 
 LogicalResult AllReduceOp::verify() {
+  StringRef r = getReduction();
+  if (r != "mean" && r != "sum" && r != "min")
+    return emitOpError("reduction must be \"mean\", \"sum\" or \"min\", got \"") << r << "\"";
+  if (cast<RankedTensorType>(getType()).getElementType().isInteger(1) && r != "min")
+    return emitOpError("reduces i1 flags with \"min\" only");
+  return success();
+}
+
+/// The 1-D shard shapes of ZeRO's collectives: whole = ranks * part, one element type.
+static LogicalResult verifyShards(Operation *op, int64_t ranks, Value whole, Value part) {
+  auto w = cast<RankedTensorType>(whole.getType()), p = cast<RankedTensorType>(part.getType());
+  if (ranks < 1)
+    return op->emitOpError("needs ranks >= 1, got ") << ranks;
+  if (w.getElementType() != p.getElementType())
+    return op->emitOpError("input and result must have one element type");
+  if (w.getDimSize(0) != ranks * p.getDimSize(0))
+    return op->emitOpError("the whole tensor has ")
+           << w.getDimSize(0) << " elements, not ranks (" << ranks << ") times the shard's "
+           << p.getDimSize(0);
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
   if (getReduction() != "mean" && getReduction() != "sum")
     return emitOpError("reduction must be \"mean\" or \"sum\", got \"") << getReduction() << "\"";
-  return success();
+  return verifyShards(*this, getRanks(), getInput(), getResult());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyShards(*this, getRanks(), getResult(), getInput());
+}
+
+LogicalResult RankShardOp::verify() {
+  return verifyShards(*this, getRanks(), getInput(), getResult());
 }
 
 LogicalResult SgdUpdateOp::verify() {

@@ -47,15 +47,55 @@ def Ortc_AllReduceOp : Ortc_Op<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "Sum or mean of a tensor over the ranks of a data-parallel run";
   let description = [{
     Every rank passes its value and receives the same reduction of all ranks' values
-    (`mean`: their sum divided by the number of ranks). It communicates, so it is not
+    (`mean`: their sum divided by the number of ranks; `sum`; `min`, which for i1 flags
+    is "true on every rank"). It communicates, so it is not
     pure: nothing removes, merges or recomputes it. Every rank runs the same artifact
     and so issues its all_reduces in the same order. A process that runs alone (no MPI
     launcher) is a world of one: the result is the input.
   }];
-  let arguments = (ins Ortc_FloatTensor:$input,
+  let arguments = (ins AnyTypeOf<[Ortc_FloatTensor, Ortc_BoolTensor]>:$input,
                        DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
-  let results = (outs Ortc_FloatTensor:$result);
+  let results = (outs AnyTypeOf<[Ortc_FloatTensor, Ortc_BoolTensor]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Ortc_ReduceScatterOp : Ortc_Op<"reduce_scatter"> {
+  let summary = "Rank r's share of the sum or mean over the ranks of a 1-D tensor";
+  let description = [{
+    ZeRO's gradient exchange: the input [ranks * S] of every rank is reduced element-wise
+    (`mean` divides by the ranks) and rank r receives elements [r * S, (r + 1) * S). The
+    shapes fix the number of ranks (`ranks`), which the run must have. Communicates, so
+    it is not pure (see all_reduce).
+  }];
+  let arguments = (ins 1DTensorOf<[F32, F64]>:$input, I64Attr:$ranks,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs 1DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ortc_AllGatherOp : Ortc_Op<"all_gather"> {
+  let summary = "The ranks' 1-D tensors [S], concatenated in rank order: [ranks * S]";
+  let description = [{
+    ZeRO's parameter exchange: after each rank updated its shard, every rank receives all
+    shards. Communicates, so it is not pure (see all_reduce).
+  }];
+  let arguments = (ins 1DTensorOf<[F32, F64]>:$input, I64Attr:$ranks);
+  let results = (outs 1DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ortc_RankShardOp : Ortc_Op<"rank_shard", [Pure]> {
+  let summary = "This rank's share [S] of a 1-D tensor [ranks * S]";
+  let description = [{
+    Elements [r * S, (r + 1) * S) where r is the rank of the process running the step:
+    the slice of the parameters a ZeRO rank updates. No communication.
+  }];
+  let arguments = (ins 1DTensorOf<[F32, F64]>:$input, I64Attr:$ranks);
+  let results = (outs 1DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

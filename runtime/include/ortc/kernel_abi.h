@@ -47,16 +47,26 @@ typedef void (*ortc_launch_operands_fn)(const char *kernel, const char *node, in
  * and hands it to kernels.so through its exported `ortc_set_communicator` before the
  * first step; the generated all_reduce kernels call it. A process that runs alone gets
  * none (NULL) and its all_reduce is the identity. */
-enum { ORTC_COMM_F32 = 0, ORTC_COMM_F64 = 1 };
-enum { ORTC_COMM_SUM = 0 };
+enum { ORTC_COMM_F32 = 0, ORTC_COMM_F64 = 1, ORTC_COMM_U8 = 2 /* i1 flags */ };
+enum { ORTC_COMM_SUM = 0, ORTC_COMM_MIN = 1 };
 typedef struct ortc_communicator {
   int rank, world;
   void *ctx;
-  /* buf[0..count) of every rank becomes their element-wise reduction, the same on
-   * every rank (in place; `stream` is the GPU stream, NULL on the CPU). 0: success;
-   * otherwise the message is in error(ctx). */
+  /* Every call returns 0 on success, else the message is in error(ctx). `stream` is the
+   * GPU stream, NULL on the CPU. Every rank gets the same result. */
+  /* buf[0..count) of every rank becomes their element-wise reduction, in place. */
   int (*all_reduce)(void *ctx, void *buf, long long count, int dtype, int op, void *stream);
+  /* recv[0..count) = elements [rank * count, (rank + 1) * count) of the element-wise
+   * reduction of every rank's send[0..world * count) (ZeRO's gradient exchange). */
+  int (*reduce_scatter)(void *ctx, const void *send, void *recv, long long count, int dtype,
+                        int op, void *stream);
+  /* recv[r * count + i] = send[i] of rank r (ZeRO's parameter exchange). */
+  int (*all_gather)(void *ctx, const void *send, void *recv, long long count, int dtype,
+                    void *stream);
   const char *(*error)(void *ctx);
+  /* Ends every rank's process with `status` (a rank that fails alone must not leave the
+   * others waiting in a collective). Does not return. */
+  void (*abort)(void *ctx, int status);
 } ortc_communicator;
 typedef void (*ortc_set_communicator_fn)(const ortc_communicator *comm);
 

@@ -80,6 +80,13 @@ ortc_status ortc_artifact_set_threads(ortc_artifact *artifact, int n);
 /// (ortc build --data-parallel) started by mpirun is one of `world` ranks whose steps
 /// average their gradients; any other artifact, or one started alone, is rank 0 of 1.
 ortc_status ortc_artifact_ranks(const ortc_artifact *artifact, int *rank, int *world);
+/// ZeRO artifacts (ortc build --zero 1 --ranks N): N, the ranks their optimizer state is
+/// sharded over (each rank's checkpoint holds its own shard); 0 for every other artifact.
+int64_t ortc_artifact_shard_ranks(const ortc_artifact *artifact);
+/// Ends every process of this process's data-parallel run with `status`, for a failure
+/// of this rank alone (the others would wait for it in a collective forever); returns
+/// at once when the process has no other ranks.
+void ortc_abort_ranks(int status);
 
 /// "cpu", or the arch of the GPU a cuda/rocm artifact runs on ("sm_90", "gfx90a").
 const char *ortc_artifact_device(const ortc_artifact *artifact);

@@ -101,6 +101,11 @@ std::string checkTrainOptions(const TrainOptions &options);
 /// horizon, linear and cosine stay at minLr.
 double scheduledLr(const TrainOptions &options, int64_t p, int64_t horizon);
 
+/// Data-parallel runs (an artifact built with --data-parallel, started by mpirun): every
+/// rank runs the loop on its own batches; rank 0 prints, logs, evaluates and writes
+/// parameters (and every rank its checkpoint with --zero 1). A failure of one rank alone
+/// (not a non-finite step, which every rank sees) prints the error here and ends every
+/// rank (ortc_abort_ranks), so that no rank waits forever.
 /// Runs the loop: load the artifact, create a session, load checkpoint/params,
 /// check the feed, then for each step i (0-based) bind batch i mod K of every
 /// input, lr and seed, run train_step, read `loss` and `finite`, log the step

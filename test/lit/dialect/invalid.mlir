@@ -417,7 +417,39 @@ func.func @slice_grad_box_leaves(%dy: tensor<2x2xf32>) -> tensor<2x6xf32> {
 // -----
 
 func.func @all_reduce_unknown_reduction(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{reduction must be "mean" or "sum", got "max"}}
+  // expected-error @+1 {{reduction must be "mean", "sum" or "min", got "max"}}
   %0 = ortc.all_reduce %x {reduction = "max"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_flags_by_sum(%x: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{reduces i1 flags with "min" only}}
+  %0 = ortc.all_reduce %x {reduction = "sum"} : tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @reduce_scatter_shapes(%x: tensor<6xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{the whole tensor has 6 elements, not ranks (2) times the shard's 2}}
+  %0 = ortc.reduce_scatter %x {ranks = 2 : i64} : tensor<6xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @all_gather_shapes(%x: tensor<2xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{the whole tensor has 6 elements, not ranks (2) times the shard's 2}}
+  %0 = ortc.all_gather %x {ranks = 2 : i64} : tensor<2xf32> -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}
+
+// -----
+
+func.func @rank_shard_ranks(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{needs ranks >= 1, got 0}}
+  %0 = ortc.rank_shard %x {ranks = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -1,7 +1,9 @@
 // RUN: ortc-opt --ortc-autodiff --ortc-optimizer="data-parallel=1 clip-grad-norm=1.0" %s | FileCheck %s --check-prefix=ONE
 // RUN: ortc-opt --ortc-autodiff --ortc-optimizer="data-parallel=1 bucket-bytes=16" %s | FileCheck %s --check-prefix=SMALL
 // RUN: ortc-opt --ortc-autodiff --ortc-optimizer="data-parallel=1 grad-accum=1" %s | FileCheck %s --check-prefix=ACCUM
+// RUN: ortc-opt --ortc-autodiff --ortc-optimizer="data-parallel=1 zero=1 ranks=4 optimizer=adamw clip-grad-norm=1.0" %s | FileCheck %s --check-prefix=ZERO
 // RUN: not ortc-opt --ortc-autodiff --ortc-optimizer="data-parallel=1 bucket-bytes=0" %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not ortc-opt --ortc-autodiff --ortc-optimizer="zero=1 ranks=2" %s 2>&1 | FileCheck %s --check-prefix=BADZERO
 
 ortc.global @w1 : tensor<3xf32> {kind = "weight", onnx_name = "w1"}
 ortc.global @w2 : tensor<3xf32> {kind = "weight", onnx_name = "w2"}
@@ -48,3 +50,21 @@ func.func @forward(%x: tensor<3xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.na
 // ACCUM-NOT: ortc.all_reduce
 
 // BAD: bucket-bytes must be positive, got 0
+// BADZERO: zero=1 needs data-parallel, zero=1 and ranks >= 1 (ranks=2)
+
+// ZeRO-1 over 4 ranks: the AdamW moments are one flat shard of ceil(6 / 4) = 2 elements
+// per rank; the loss is averaged, the local finite flags and-ed over the ranks, the
+// gradients (padded to 8) reduce-scattered, the norm summed over the ranks' shards; the
+// rank updates its shard of the flattened parameters and all ranks gather them.
+// ZERO-DAG: ortc.global @zero1.exp_avg : tensor<2xf32> {kind = "state"
+// ZERO-DAG: ortc.global @zero1.exp_avg_sq : tensor<2xf32> {kind = "state"
+// ZERO-LABEL: func.func @train_step
+// ZERO-SAME: ortc.finite_checks = ["loss", "w1", "w2"], ortc.zero_ranks = 4 : i64
+// ZERO: ortc.all_reduce %{{.*}} : tensor<f32>
+// ZERO: %[[OK:.*]], %[[EACH:.*]] = ortc.all_finite
+// ZERO: ortc.all_reduce %{{.*}} {{{.*}}reduction = "min"} : tensor<4xi1>
+// ZERO: ortc.reduce_scatter %{{.*}} {{{.*}}ranks = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
+// ZERO: ortc.all_reduce %{{.*}} {{{.*}}reduction = "sum"} : tensor<f32>
+// ZERO: %[[MINE:.*]] = ortc.rank_shard %{{.*}} {{{.*}}ranks = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
+// ZERO: %[[NEW:.*]], %{{.*}}, %{{.*}} = ortc.adamw_update %[[MINE]]
+// ZERO: ortc.all_gather %[[NEW]] {{{.*}}ranks = 4 : i64} : tensor<2xf32> -> tensor<8xf32>
