@@ -7,11 +7,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import unittest
 
 import numpy as np
 
-from ortc_testlib import (BUILD, ENV, ORTC, ORTC_RUN, TempDir, check_oracle, reference, run,
+from ortc_testlib import (BUILD, ENV, ORTC, ORTC_RUN, ROOT, TempDir, check_oracle, reference, run,
                           updates_vs_reference, without_dropout)
 
 RANKS = 2
@@ -110,6 +111,34 @@ class DataParallel(unittest.TestCase):
                 if launch is mpirun: # one rank speaks: its loss is the mean over the ranks
                     self.assertEqual(p.stdout.count("step 1 loss"), 1, p.stdout)
                 self.judge("gpt2 " + os.path.basename(art), log, params, ref, ref32, True)
+
+    def test_cnn_matches_pytorch_ddp(self):
+        """The CNN sample (BatchNorm: each rank normalises with its own half's statistics, as
+        DDP without SyncBatchNorm) against PyTorch DDP over two gloo processes on the same
+        split (samples/ddp_reference.py), rank 0's running statistics included."""
+        lr = 0.05
+        with TempDir() as d:
+            ref = reference("cnn", d, "--dtype", "float64", "--steps", str(STEPS), "--lr", str(lr),
+                            "--no-dropout", "--batches-per-step", "--batch", "4")
+            ddp = {}
+            for dtype in ("float64", "float32"):
+                out = os.path.join(d, "ddp_%s.npz" % dtype)
+                run([sys.executable, os.path.join(ROOT, "samples", "ddp_reference.py"), "cnn", out,
+                     "--ranks", str(RANKS), "--dtype", dtype, "--steps", str(STEPS), "--lr", str(lr),
+                     "--batch", "4", "--port", str(29500 + os.getpid() % 500)])
+                ddp[dtype] = dict(np.load(out))
+                # Which gradients are rounding noise only: the whole batch's, from reference.py.
+                ddp[dtype].update((k, v) for k, v in ref.items() if k.startswith("grad/"))
+            art = os.path.join(d, "dp.ortc")
+            run([ORTC, "build", without_dropout("cnn", d), "-o", art, "--dim", "batch=2",
+                 "--data-parallel"])
+            feed, log, params = (os.path.join(d, f) for f in ("halves.npz", "log.jsonl", "p.npz"))
+            np.savez(feed, **split_steps(ref, RANKS))
+            mpirun([ORTC_RUN, "train", art, "--data", feed, "--steps", str(STEPS), "--lr", str(lr),
+                    "--log-json", log, "--save-params", params, "--threads", "1"])
+            trained = self.judge("cnn, 2 ranks vs DDP", log, params, ddp["float64"], ddp["float32"],
+                                 False)
+            self.assertTrue(any(k.endswith("running_mean") for k in trained))
 
     def test_nonfinite_on_one_rank_skips_or_stops_every_rank(self):
         """Rank 1's batch of step 2 holds an inf: the all-reduced gradients are not finite on
