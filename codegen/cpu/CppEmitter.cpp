@@ -64,6 +64,17 @@ private:
       body << "    std::memset(" << buf << ", 0, " << n << ");\n";
     body << "    return;\n  }\n";
   }
+  /// `sumRanks(v, n)` for the kernel library's sync BatchNorm: sums doubles over the
+  /// ranks in place, returns their number (a failed sum becomes NaN, which the step's
+  /// guard refuses).
+  void sumRanksLambda() {
+    body << "  auto sumRanks = [](double *v, int64_t n) {\n"
+            "    const ortc_communicator *c = ortc_communicator_in_use;\n"
+            "    if (!c || c->world == 1)\n      return 1.0;\n"
+            "    if (c->all_reduce(c->ctx, v, n, ORTC_COMM_F64, ORTC_COMM_SUM, nullptr) != 0)\n"
+            "      ortc_poison(v, n);\n"
+            "    return double(c->world);\n  };\n";
+  }
   void divideByWorld(const std::string &buf, int64_t n, const std::string &T) {
     body << "  const " << T << " world = " << T << "(c->world);\n"
          << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n << ")\n"
@@ -293,6 +304,16 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
       })
       .Case([&](BatchNormTrainOp bn) {
         auto xs = typeOf(bn.getX()).getShape();
+        if (bn.getSync()) {
+          sumRanksLambda();
+          body << "  ortc::kern::batchNormTrainSync(" << typed(bn.getX()) << ", "
+               << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
+               << typed(bn.getY(), true) << ", " << typed(bn.getMean(), true) << ", "
+               << typed(bn.getVar(), true) << ", " << xs[0] << ", " << xs[1] << ", "
+               << dimProduct(xs, 2, xs.size()) << ", "
+               << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ", sumRanks);\n";
+          return success();
+        }
         body << "  ortc::kern::batchNormTrain(" << typed(bn.getX()) << ", "
              << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
              << typed(bn.getY(), true) << ", " << typed(bn.getMean(), true) << ", "
@@ -306,11 +327,14 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         body << "  " << T << " invStd[" << xs[1] << "];\n  for (int64_t c = 0; c < " << xs[1]
              << "; ++c)\n    invStd[c] = " << T << "(1) / std::sqrt(" << typed(bn.getVar())
              << "[c] + " << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ");\n";
-        body << "  ortc::kern::batchNormGrad(" << typed(bn.getX()) << ", "
-             << typed(bn.getScale()) << ", " << typed(bn.getMean()) << ", invStd, "
+        if (bn.getSync())
+          sumRanksLambda();
+        body << "  ortc::kern::batchNormGrad" << (bn.getSync() ? "Sync(" : "(") << typed(bn.getX())
+             << ", " << typed(bn.getScale()) << ", " << typed(bn.getMean()) << ", invStd, "
              << typed(bn.getDy()) << ", " << typed(bn.getDx(), true) << ", "
              << typed(bn.getDscale(), true) << ", " << typed(bn.getDbias(), true) << ", "
-             << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size()) << ");\n";
+             << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size())
+             << (bn.getSync() ? ", sumRanks" : "") << ");\n";
         return success();
       })
       .Case([&](RandomUniformOp r) {
@@ -463,7 +487,10 @@ LogicalResult emitCpuKernels(ModuleOp module, const TensorTable &table,
   // Data-parallel steps: the communicator the runtime installs (kernel_abi.h).
   bool collectives = module
                          .walk([](Operation *op) {
-                           return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op)
+                           auto bn = dyn_cast<BatchNormTrainOp>(op);
+                           auto bng = dyn_cast<BatchNormGradOp>(op);
+                           return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op) ||
+                                          (bn && bn.getSync()) || (bng && bng.getSync())
                                       ? WalkResult::interrupt()
                                       : WalkResult::advance();
                          })

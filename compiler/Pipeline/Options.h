@@ -68,6 +68,7 @@ struct BuildOptions {
   /// ZeRO stage (0 or 1): 1 shards the optimizer state over `ranks` ranks.
   int64_t zero = 0;
   int64_t ranks = 0;
+  bool syncBatchnorm = false; ///< BatchNorm statistics over every rank (SyncBatchNorm)
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 

@@ -101,6 +101,7 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     AutodiffOptions ad;
     ad.freeze.assign(options.freeze.begin(), options.freeze.end());
     ad.trainable.assign(options.trainable.begin(), options.trainable.end());
+    ad.syncBatchnorm = options.syncBatchnorm;
     pm.addPass(createAutodiff(ad));
     OptimizerOptions opt;
     opt.optimizer = options.optimizer;

@@ -114,6 +114,10 @@ void AutodiffPass::runOnOperation() {
   auto fn = cast<func::FuncOp>(mb.clone(*forward));
   fn.setSymName("train_step");
   forward.erase();
+  // --sync-batchnorm: the training step's BatchNorm statistics are every rank's (the
+  // op and its gradient communicate; eval_step reads the running statistics).
+  if (syncBatchnorm)
+    fn.walk([&](BatchNormTrainOp bn) { bn.setSync(true); });
   if (fn.getNumResults() > 1) { // metrics are eval_step's; what computed them goes too
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     setResults(fn, {StepResult{ret.getOperand(0), "loss", "loss", std::nullopt}});
@@ -271,7 +275,21 @@ void AutodiffPass::runOnOperation() {
       if (!isMean) {
         int64_t n = numElements(bn.getX().getType().getShape()) /
                     bn.getX().getType().getDimSize(1);
-        batch = scale(b, loc, batch, n > 1 ? double(n) / double(n - 1) : 1.0);
+        if (bn.getSync()) {
+          // Over all ranks the count is n * ranks: factor n R / (n R - 1), R counted by an
+          // all-reduce of 1 (the build does not know the run's ranks).
+          auto one = splat(b, loc, RankedTensorType::get({}, b.getF32Type()), 1.0);
+          Value ranks = AllReduceOp::create(b, loc, one.getType(), one, b.getStringAttr("sum"));
+          Value count = scale(b, loc, ranks, double(n));
+          Value factor = DivOp::create(b, loc, count,
+                                       SubOp::create(b, loc, count, splatLike(b, loc, count, 1.0)));
+          Type e = tensorTypeOf(batch).getElementType();
+          if (e != b.getF32Type())
+            factor = CastOp::create(b, loc, RankedTensorType::get({}, e), factor);
+          batch = MulOp::create(b, loc, batch, broadcastTo(b, loc, factor, tensorTypeOf(batch).getShape()));
+        } else {
+          batch = scale(b, loc, batch, n > 1 ? double(n) / double(n - 1) : 1.0);
+        }
       }
       Value updated = AddOp::create(b, loc, scale(b, loc, arg, m),
                                     scale(b, loc, batch, 1.0 - m));

@@ -50,7 +50,10 @@ def Autodiff : Pass<"ortc-autodiff", "mlir::ModuleOp"> {
     ListOption<"freeze", "freeze", "std::string",
                "Globs of weight names kept out of training">,
     ListOption<"trainable", "trainable", "std::string",
-               "Globs of weight names trained even where the rule says constant">
+               "Globs of weight names trained even where the rule says constant">,
+    Option<"syncBatchnorm", "sync-batchnorm", "bool", "false",
+           "Data parallel: BatchNorm statistics over every rank's batch "
+           "(torch.nn.SyncBatchNorm)">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

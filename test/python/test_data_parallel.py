@@ -140,6 +140,27 @@ class DataParallel(unittest.TestCase):
                                  False)
             self.assertTrue(any(k.endswith("running_mean") for k in trained))
 
+    def test_cnn_sync_batchnorm_trains_the_whole_batch(self):
+        """--sync-batchnorm: BatchNorm over both ranks' halves, so 2 ranks train what one
+        process trains on the whole batch (PyTorch float64's run of it is the oracle), the
+        running statistics (unbiased over the global count) included."""
+        lr = 0.05
+        with TempDir() as d:
+            common = ("--steps", str(STEPS), "--lr", str(lr), "--no-dropout", "--batches-per-step",
+                      "--batch", "4")
+            ref = reference("cnn", d, "--dtype", "float64", *common)
+            ref32 = reference("cnn", d, "--dtype", "float32", *common)
+            art = os.path.join(d, "sync.ortc")
+            run([ORTC, "build", without_dropout("cnn", d), "-o", art, "--dim", "batch=2",
+                 "--data-parallel", "--sync-batchnorm"])
+            feed, log, params = (os.path.join(d, f) for f in ("halves.npz", "log.jsonl", "p.npz"))
+            np.savez(feed, **split_steps(ref, RANKS))
+            mpirun([ORTC_RUN, "train", art, "--data", feed, "--steps", str(STEPS), "--lr", str(lr),
+                    "--log-json", log, "--save-params", params, "--threads", "1"])
+            trained = self.judge("cnn --sync-batchnorm, 2 ranks vs 1 process", log, params, ref,
+                                 ref32, False)
+            self.assertTrue(any(k.endswith("running_var") for k in trained))
+
     def test_nonfinite_on_one_rank_skips_or_stops_every_rank(self):
         """Rank 1's batch of step 2 holds an inf: the all-reduced gradients are not finite on
         both ranks, so both skip the step (and train on as one process does on the whole

@@ -105,6 +105,8 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
     return "--no-ptx is for --target cuda (PTX is NVIDIA's portable code)";
   if (given("--bucket-mb") && !b.dataParallel)
     return "--bucket-mb sizes the all-reduces of --data-parallel";
+  if (b.syncBatchnorm && !b.dataParallel)
+    return "--sync-batchnorm shares BatchNorm statistics between the ranks of --data-parallel";
   if (b.zero && !b.dataParallel)
     return "--zero 1 shards the optimizer state of --data-parallel";
   if (b.zero && !given("--ranks"))
@@ -204,6 +206,9 @@ int main(int argc, char **argv) {
                     "--data-parallel: the most MiB of gradients one all-reduce carries "
                     "(PyTorch DDP's bucket_cap_mb)")
       ->default_val(25.0)->check(finiteIn(0, 1 << 20, true));
+  train->add_flag("--sync-batchnorm", b.syncBatchnorm,
+                  "--data-parallel: BatchNorm statistics over every rank's batch, as "
+                  "torch.nn.SyncBatchNorm (default: each rank's own, as PyTorch DDP)");
   train->add_option("--zero", b.zero,
                     "--data-parallel: 1 shards the optimizer state (and its update) over the "
                     "ranks, ZeRO stage 1; needs --ranks")

@@ -2157,6 +2157,112 @@ void batchNormGrad(const T *x, const NoDeduce<T> *scale,
   }
 }
 
+/// batchNormTrain over the batches of every rank of a data-parallel run
+/// (torch.nn.SyncBatchNorm): `sumRanks(v, n)` sums the doubles v[0..n) over
+/// the ranks in place and returns the number of ranks R (1 alone); every rank
+/// holds N * S elements per channel. Two passes, like batchNormTrain: the
+/// per-channel sums, then the squared deviations from the global mean.
+template <typename T, typename SumRanks>
+void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
+                        const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
+                        NoDeduce<T> *var, int64_t N, int64_t C, int64_t S,
+                        NoDeduce<T> eps, SumRanks sumRanks) {
+  std::vector<double> mu(static_cast<size_t>(C)), v(static_cast<size_t>(C));
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s)
+        sum += static_cast<double>(p[s]);
+    }
+    mu[c] = sum;
+  }
+  const double cnt = static_cast<double>(N * S) * sumRanks(mu.data(), C);
+  for (int64_t c = 0; c < C; ++c)
+    mu[c] /= cnt;
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    double sq = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        const double d = static_cast<double>(p[s]) - mu[c];
+        sq += d * d;
+      }
+    }
+    v[c] = sq;
+  }
+  sumRanks(v.data(), C);
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    const double vc = v[c] / cnt;
+    const double is = 1.0 / std::sqrt(vc + static_cast<double>(eps));
+    const double a = is * (scale ? static_cast<double>(scale[c]) : 1.0);
+    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      T *q = y + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s)
+        q[s] = static_cast<T>((static_cast<double>(p[s]) - mu[c]) * a + b);
+    }
+    if (mean)
+      mean[c] = static_cast<T>(mu[c]);
+    if (var)
+      var[c] = static_cast<T>(vc);
+  }
+}
+
+/// batchNormGrad of batchNormTrainSync: dbias and dscale are this rank's sums
+/// (the data-parallel average combines them); dx uses the sums of dy and
+/// dy * xhat over every rank and the global count M = N * S * R:
+/// dx = scale * invStd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat)).
+template <typename T, typename SumRanks>
+void batchNormGradSync(const T *x, const NoDeduce<T> *scale,
+                       const NoDeduce<T> *mean, const NoDeduce<T> *invStd,
+                       const T *dy, NoDeduce<T> *dx, NoDeduce<T> *dscale,
+                       NoDeduce<T> *dbias, int64_t N, int64_t C, int64_t S,
+                       SumRanks sumRanks) {
+  std::vector<double> sums(static_cast<size_t>(2 * C)); // sum(dy), sum(dy * xhat)
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    const double mu = mean[c], is = invStd[c];
+    double sdy = 0, sdyx = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      const T *d = dy + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        sdy += static_cast<double>(d[s]);
+        sdyx += static_cast<double>(d[s]) * (static_cast<double>(p[s]) - mu);
+      }
+    }
+    sums[c] = sdy;
+    sums[C + c] = sdyx * is;
+    if (dbias)
+      dbias[c] = static_cast<T>(sdy);
+    if (dscale)
+      dscale[c] = static_cast<T>(sdyx * is);
+  }
+  if (!dx)
+    return;
+  const double cnt = static_cast<double>(N * S) * sumRanks(sums.data(), 2 * C);
+  ORTC_KERN_PARALLEL_FOR(N * C * S)
+  for (int64_t c = 0; c < C; ++c) {
+    const double mu = mean[c], is = invStd[c], sdy = sums[c], sdyx = sums[C + c];
+    const double k = (scale ? static_cast<double>(scale[c]) : 1.0) * is / cnt;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *p = x + (n * C + c) * S;
+      const T *d = dy + (n * C + c) * S;
+      T *q = dx + (n * C + c) * S;
+      for (int64_t s = 0; s < S; ++s) {
+        const double xh = (static_cast<double>(p[s]) - mu) * is;
+        q[s] = static_cast<T>(
+            k * (cnt * static_cast<double>(d[s]) - sdy - xh * sdyx));
+      }
+    }
+  }
+}
+
 /// Inference-mode batch norm (ONNX BatchNormalization, torch batch_norm
 /// training=False) over [N, C, S]: y = (x - runMean) / sqrt(runVar + eps) *
 /// scale + bias. scale / bias may be null (1 / 0).

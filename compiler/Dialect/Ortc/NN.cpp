@@ -278,7 +278,7 @@ LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   auto g = BatchNormGradOp::create(b, getLoc(), TypeRange{getX().getType(),
                                    getScale().getType(), getBias().getType()},
                                    getX(), getScale(), getMean(), getVar(), dys[0],
-                                   getEpsilonAttr());
+                                   getEpsilonAttr(), getSyncAttr());
   grads[0] = g.getDx();
   grads[1] = g.getDscale();
   grads[2] = g.getDbias();

@@ -96,20 +96,28 @@ def Ortc_BatchNormTrainOp : Ortc_Op<"batch_norm_train", [Pure, InferTypeOpAdapto
     `running_mean`/`running_var` are the running statistics this op maintains (ONNX:
     new = running * momentum + batch * (1 - momentum)); the training pass writes that
     update, with PyTorch's unbiased batch variance, and the eval step reads them.
+    With `sync` (data parallel, --sync-batchnorm) the batch is every rank's: mean and
+    variance are over all ranks' x, as torch.nn.SyncBatchNorm's.
   }];
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
                        Ortc_FloatTensor:$bias, Ortc_FloatTensor:$running_mean,
                        Ortc_FloatTensor:$running_var, F64Attr:$epsilon,
-                       F64Attr:$momentum);
+                       F64Attr:$momentum, UnitAttr:$sync);
   let results = (outs Ortc_FloatTensor:$y, Ortc_FloatTensor:$mean, Ortc_FloatTensor:$var);
   let assemblyFormat = "$x `,` $scale `,` $bias `,` $running_mean `,` $running_var attr-dict `:` functional-type(operands, results)";
 }
 
 def Ortc_BatchNormGradOp : Ortc_Op<"batch_norm_grad", [Pure]> {
   let summary = "dx, dscale, dbias of batch_norm_train through the batch statistics";
+  let description = [{
+    With `sync`, the statistics were every rank's: dx also carries the other ranks'
+    losses through them (the sums of dy and dy * xhat over all ranks, as
+    torch.nn.SyncBatchNorm's backward); dscale and dbias stay this rank's own (the
+    data-parallel average adds them up).
+  }];
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
                        Ortc_FloatTensor:$mean, Ortc_FloatTensor:$var,
-                       Ortc_FloatTensor:$dy, F64Attr:$epsilon);
+                       Ortc_FloatTensor:$dy, F64Attr:$epsilon, UnitAttr:$sync);
   let results = (outs Ortc_FloatTensor:$dx, Ortc_FloatTensor:$dscale,
                       Ortc_FloatTensor:$dbias);
   let assemblyFormat = "$x `,` $scale `,` $mean `,` $var `,` $dy attr-dict `:` functional-type(operands, results)";

@@ -1,5 +1,6 @@
 // RUN: ortc-opt --ortc-autodiff %s | FileCheck %s
 // RUN: ortc-opt --ortc-autodiff="freeze=b*" %s | FileCheck %s --check-prefix=FROZEN
+// RUN: ortc-opt --ortc-autodiff="sync-batchnorm=1" %s | FileCheck %s --check-prefix=SYNC
 
 // A weight used twice (tied) gets the sum of both gradients; an integer mask feeding
 // `equal` is a constant, not a parameter; BatchNorm's running stats become buffers.
@@ -51,3 +52,13 @@ func.func @forward(%x: tensor<2x4xf32> {ortc.name = "x"}) -> (tensor<f32> {ortc.
 // FROZEN-DAG: ortc.global @bias : tensor<4xf32> {kind = "frozen"
 // FROZEN-LABEL: func.func @train_step
 // FROZEN-NOT: ortc.name = "bias", ortc.role = "gradient"
+
+// --sync-batchnorm: the training step's BatchNorm and its gradient use every rank's batch;
+// the running variance's unbiased factor counts the ranks with an all-reduce of 1; the
+// eval step reads the running statistics as before.
+// SYNC-LABEL: func.func @eval_step
+// SYNC: ortc.batch_norm_infer
+// SYNC-LABEL: func.func @train_step
+// SYNC: ortc.batch_norm_train {{.*}}sync}
+// SYNC: ortc.batch_norm_grad {{.*}}sync}
+// SYNC: ortc.all_reduce %{{.*}} {{{.*}}reduction = "sum"} : tensor<f32>

@@ -12,11 +12,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #ifdef _OPENMP
@@ -1478,6 +1481,85 @@ TEST(BatchNorm, TrainGradFiniteDifferences) {
     EXPECT_TRUE(allClose(db,
                          numGrad([&](const Vec &w) { return run(x, s, w); }, b),
                          kFdTol, kFdRel));
+  }
+}
+
+/// Two "ranks" on two threads: sum(v, n) adds both threads' v element-wise (in
+/// place on both) and returns 2, as a data-parallel run's all-reduce does.
+class TwoRanks {
+public:
+  double sum(int rank, double *v, int64_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    size_t round = rounds;
+    parts[rank].assign(v, v + n);
+    if (++arrived == 2) {
+      arrived = 0;
+      ++rounds;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return rounds != round; });
+    }
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = parts[0][i] + parts[1][i];
+    ++read;
+    if (read == 2) { // both have read this round's parts before they are reused
+      read = 0;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return read == 0; });
+    }
+    return 2.0;
+  }
+
+private:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<double> parts[2];
+  int arrived = 0, read = 0;
+  size_t rounds = 0;
+};
+
+TEST(BatchNorm, SyncOverTwoRanksIsTheWholeBatch) {
+  for (int trial = 0; trial < 10; ++trial) {
+    const int64_t Nh = randInt(1, 3), C = randInt(1, 4), S = randInt(1, 5), N = 2 * Nh;
+    const double eps = 1e-5;
+    Vec x = randVec(N * C * S, -1, 2), s = randVec(C), b = randVec(C), dy = randVec(N * C * S);
+    Vec y(x.size()), m(C), v(C), is(C), dx(x.size()), ds(C), db(C);
+    batchNormTrain(x.data(), s.data(), b.data(), y.data(), m.data(), v.data(), is.data(), N,
+                   C, S, eps);
+    batchNormGrad(x.data(), s.data(), m.data(), is.data(), dy.data(), dx.data(), ds.data(),
+                  db.data(), N, C, S);
+    // Rank r holds batch rows [r * Nh, (r + 1) * Nh).
+    TwoRanks comm;
+    const int64_t half = Nh * C * S;
+    Vec ys(x.size()), dxs(x.size()), ms[2], vs[2], dss[2], dbs[2];
+    auto rank = [&](int r) {
+      auto sum = [&](double *p, int64_t n) { return comm.sum(r, p, n); };
+      ms[r].resize(C), vs[r].resize(C), dss[r].resize(C), dbs[r].resize(C);
+      batchNormTrainSync(x.data() + r * half, s.data(), b.data(), ys.data() + r * half,
+                         ms[r].data(), vs[r].data(), Nh, C, S, eps, sum);
+      Vec inv(C);
+      for (int64_t c = 0; c < C; ++c)
+        inv[c] = 1.0 / std::sqrt(vs[r][c] + eps);
+      batchNormGradSync(x.data() + r * half, s.data(), ms[r].data(), inv.data(),
+                        dy.data() + r * half, dxs.data() + r * half, dss[r].data(),
+                        dbs[r].data(), Nh, C, S, sum);
+    };
+    std::thread other(rank, 1);
+    rank(0);
+    other.join();
+    EXPECT_TRUE(allClose(ys, y, 1e-12));
+    EXPECT_TRUE(allClose(dxs, dx, 1e-12));
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(allClose(ms[r], m, 1e-14));
+      EXPECT_TRUE(allClose(vs[r], v, 1e-14));
+    }
+    // Each rank's dscale / dbias are its own half's: they add up to the whole batch's.
+    Vec dsum(C), bsum(C);
+    for (int64_t c = 0; c < C; ++c)
+      dsum[c] = dss[0][c] + dss[1][c], bsum[c] = dbs[0][c] + dbs[1][c];
+    EXPECT_TRUE(allClose(dsum, ds, 1e-12));
+    EXPECT_TRUE(allClose(bsum, db, 1e-12));
   }
 }
 
