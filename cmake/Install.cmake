@@ -1,5 +1,6 @@
 # `cmake --install`: the tools (ortc, ortc-opt, ortc-run) into bin/, the runtime's static
-# library and C API headers into lib/ and include/ortc/, and a CMake package (ortcConfig)
+# library and C API headers into lib/ and include/ortc/, the MPI communicator plugin into
+# lib/ortc/, and a CMake package (ortcConfig)
 # so that an application can `find_package(ortc)` and link `ortc::ortc_runtime` to load
 # and train artifacts. The compiler's own libraries are not installed: nothing links them.
 include(GNUInstallDirs)
@@ -12,6 +13,11 @@ install(TARGETS ortc_runtime ortc_sha256 ortc_cpu_features
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/runtime/include/ortc
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The MPI communicator of data-parallel runs, where the runtime looks for it
+# (runtime/src/Communicator.cpp: <bin>/../${ORTC_COMM_INSTALL_DIR}).
+if(TARGET ortc_comm_mpi)
+  install(TARGETS ortc_comm_mpi LIBRARY DESTINATION ${ORTC_COMM_INSTALL_DIR})
+endif()
 
 set(ORTC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ortc)
 install(EXPORT ortcTargets NAMESPACE ortc:: DESTINATION ${ORTC_CMAKE_DIR})

@@ -1,8 +1,9 @@
 //===- Communicator.cpp - The ranks of a data-parallel run ---------------===//
 //
 // Why: see Communicator.h. The plugin is looked for beside the runtime (the
-// executable or shared object this code is linked into), in ../lib and ../lib/ortc
-// from there, and in the build tree it was built in; $ORTC_COMM_MPI names it instead.
+// executable or shared object this code is linked into), in ../lib, ../lib/ortc and
+// where `cmake --install` puts it from there, and in the build tree it was built in;
+// $ORTC_COMM_MPI names it instead.
 //
 //===----------------------------------------------------------------------===//
 #include "Communicator.h"
@@ -43,7 +44,12 @@ std::vector<std::string> pluginCandidates(const std::string &file) {
     fs::path self = fs::canonical(fs::path(info.dli_fname), ec);
     if (!ec) {
       fs::path dir = self.parent_path();
-      for (fs::path p : {dir / file, dir / ".." / "lib" / file, dir / ".." / "lib" / "ortc" / file})
+      std::vector<fs::path> near{dir / file, dir / ".." / "lib" / file,
+                                 dir / ".." / "lib" / "ortc" / file};
+#ifdef ORTC_COMM_INSTALL_DIR
+      near.push_back(dir / ".." / ORTC_COMM_INSTALL_DIR / file); // cmake --install
+#endif
+      for (const fs::path &p : near)
         out.push_back(p.lexically_normal().string());
     }
   }

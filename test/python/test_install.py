@@ -3,6 +3,7 @@
 # (find_package(ortc)), links ortc::ortc_runtime and trains the artifact through the C
 # API to the loss `ortc train` reports for the same feed.
 import os
+import shutil
 import subprocess
 import unittest
 
@@ -29,6 +30,25 @@ class Install(unittest.TestCase):
             out = run([os.path.join(prefix, "bin", "ortc-run"), "train", art, "--data", feed,
                        "--steps", str(STEPS), "--lr", "0.1"]).stdout
             want = float(out.split("step %d loss " % STEPS)[1].split()[0])
+            # The MPI communicator is installed where the installed runtime finds it: a
+            # data-parallel artifact trains on 2 ranks.
+            plugins = [os.path.join(r, f) for r, _, fs in os.walk(prefix) for f in fs
+                       if f == "libortc_comm_mpi.so"]
+            if shutil.which("mpirun") and os.path.exists(os.path.join(BUILD, "runtime", "libortc_comm_mpi.so")):
+                self.assertEqual(len(plugins), 1, plugins)
+                self.assertEqual(os.path.basename(os.path.dirname(plugins[0])), "ortc")
+                dp = os.path.join(d, "dp.ortc")
+                run([ortc, "build", sample_path("mlp"), "--dim", "batch=2", "-o", dp,
+                     "--data-parallel"], cwd=d)
+                np.savez(os.path.join(d, "two.npz"), x=np.zeros((2, 2, 32), np.float32),
+                         labels=np.zeros((2, 2), np.int64))
+                p = subprocess.run(["mpirun", "--allow-run-as-root", "-np", "2",
+                                    os.path.join(prefix, "bin", "ortc-run"), "train", dp, "--data",
+                                    os.path.join(d, "two.npz"), "--steps", "2"],
+                                   capture_output=True, text=True, timeout=300,
+                                   env=dict(ENV, OMPI_MCA_btl_vader_single_copy_mechanism="none"))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stdout.count("step 2 loss"), 1, p.stdout)
 
             consumer = os.path.join(d, "consumer")
             env = dict(ENV, CMAKE_PREFIX_PATH=prefix)
