@@ -72,6 +72,14 @@ def parse_args(argv=None):
 # ---------------------------------------------------------------------------------------------
 # Shared helpers
 
+def add_tool_args(ap):
+    """--markdown, --workdir, --ortc and --ortc-run, as the scripts built on this one take them."""
+    ap.add_argument('--markdown', action='store_true')
+    ap.add_argument('--workdir', help='keep models, artifacts and logs here (default: a temporary folder)')
+    ap.add_argument('--ortc', default=os.path.join(REPO, 'build/tools/ortc/ortc'))
+    ap.add_argument('--ortc-run', default=os.path.join(REPO, 'build/runtime/ortc-run'))
+
+
 def thread_env(threads):
     """Environment for a child that runs `threads` threads: OpenMP (ortc's kernels, torch),
     OpenBLAS, and ortc's own ORTC_THREADS; the command line's --threads is added where supported."""

@@ -28,10 +28,7 @@ def parse_args():
     ap.add_argument('--steps', type=int, default=10)
     ap.add_argument('--rounds', type=int, default=5)
     ap.add_argument('--timeout', type=int, default=1800)
-    ap.add_argument('--markdown', action='store_true')
-    ap.add_argument('--workdir')
-    ap.add_argument('--ortc', default=os.path.join(bench_cpu.REPO, 'build/tools/ortc/ortc'))
-    ap.add_argument('--ortc-run', default=os.path.join(bench_cpu.REPO, 'build/runtime/ortc-run'))
+    bench_cpu.add_tool_args(ap)
     args = ap.parse_args()
     if args.steps < 5:
         ap.error('--steps must be at least 5')

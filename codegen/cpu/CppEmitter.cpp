@@ -309,7 +309,7 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
           body << "  ortc::kern::batchNormTrainSync(" << typed(bn.getX()) << ", "
                << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
                << typed(bn.getY(), true) << ", " << typed(bn.getMean(), true) << ", "
-               << typed(bn.getVar(), true) << ", " << xs[0] << ", " << xs[1] << ", "
+               << typed(bn.getVar(), true) << ", nullptr, " << xs[0] << ", " << xs[1] << ", "
                << dimProduct(xs, 2, xs.size()) << ", "
                << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ", sumRanks);\n";
           return success();

@@ -2065,108 +2065,17 @@ void layerNormGrad(const T *x, const NoDeduce<T> *scale,
   }
 }
 
-/// Training-mode batch norm (torch batch_norm(training=True) / ONNX
-/// BatchNormalization training_mode=1) over x viewed as [N, C, S]:
-/// per-channel batch mean and biased variance over N*S elements, invStd =
-/// 1 / sqrt(var + eps), y = (x - mean) * invStd * scale + bias. mean, var
-/// and invStd ([C]) may each be null. Running statistics are the caller's
-/// job (PyTorch updates running_var with the unbiased var * NS / (NS - 1)).
-template <typename T>
-void batchNormTrain(const T *x, const NoDeduce<T> *scale,
-                    const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
-                    NoDeduce<T> *var, NoDeduce<T> *invStd, int64_t N, int64_t C,
-                    int64_t S, NoDeduce<T> eps) {
-  const double cnt = static_cast<double>(N * S);
-  ORTC_KERN_PARALLEL_FOR(N * C * S)
-  for (int64_t c = 0; c < C; ++c) {
-    double mu = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T *p = x + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s)
-        mu += static_cast<double>(p[s]);
-    }
-    mu /= cnt;
-    double v = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T *p = x + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) {
-        const double d = static_cast<double>(p[s]) - mu;
-        v += d * d;
-      }
-    }
-    v /= cnt;
-    const double is = 1.0 / std::sqrt(v + static_cast<double>(eps));
-    const double a = is * (scale ? static_cast<double>(scale[c]) : 1.0);
-    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T *p = x + (n * C + c) * S;
-      T *q = y + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s)
-        q[s] = static_cast<T>((static_cast<double>(p[s]) - mu) * a + b);
-    }
-    if (mean)
-      mean[c] = static_cast<T>(mu);
-    if (var)
-      var[c] = static_cast<T>(v);
-    if (invStd)
-      invStd[c] = static_cast<T>(is);
-  }
-}
-
-/// Full training-mode gradient of batchNormTrain (through the batch
-/// statistics), from the saved mean / invStd; M = N * S:
-/// dbias = sum(dy), dscale = sum(dy * xhat),
-/// dx = scale * invStd / M * (M * dy - dbias - xhat * dscale).
-/// scale may be null (1); dx, dscale and dbias may each be null.
-template <typename T>
-void batchNormGrad(const T *x, const NoDeduce<T> *scale,
-                   const NoDeduce<T> *mean, const NoDeduce<T> *invStd,
-                   const T *dy, NoDeduce<T> *dx, NoDeduce<T> *dscale,
-                   NoDeduce<T> *dbias, int64_t N, int64_t C, int64_t S) {
-  const double cnt = static_cast<double>(N * S);
-  ORTC_KERN_PARALLEL_FOR(N * C * S)
-  for (int64_t c = 0; c < C; ++c) {
-    const double mu = mean[c], is = invStd[c];
-    double sdy = 0, sdyx = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T *p = x + (n * C + c) * S;
-      const T *d = dy + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) {
-        sdy += static_cast<double>(d[s]);
-        sdyx += static_cast<double>(d[s]) * (static_cast<double>(p[s]) - mu);
-      }
-    }
-    sdyx *= is; // sum(dy * xhat)
-    if (dbias)
-      dbias[c] = static_cast<T>(sdy);
-    if (dscale)
-      dscale[c] = static_cast<T>(sdyx);
-    if (!dx)
-      continue;
-    const double k = (scale ? static_cast<double>(scale[c]) : 1.0) * is / cnt;
-    for (int64_t n = 0; n < N; ++n) {
-      const T *p = x + (n * C + c) * S;
-      const T *d = dy + (n * C + c) * S;
-      T *q = dx + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) {
-        const double xh = (static_cast<double>(p[s]) - mu) * is;
-        q[s] = static_cast<T>(
-            k * (cnt * static_cast<double>(d[s]) - sdy - xh * sdyx));
-      }
-    }
-  }
-}
-
 /// batchNormTrain over the batches of every rank of a data-parallel run
 /// (torch.nn.SyncBatchNorm): `sumRanks(v, n)` sums the doubles v[0..n) over
-/// the ranks in place and returns the number of ranks R (1 alone); every rank
-/// holds N * S elements per channel. Two passes, like batchNormTrain: the
-/// per-channel sums, then the squared deviations from the global mean.
+/// the ranks in place and returns the number of ranks R (1 alone; batchNormTrain
+/// is this with one rank); every rank holds N * S elements per channel. Two
+/// passes: the per-channel sums, then the squared deviations from the global
+/// mean (never E[x^2] - E[x]^2).
 template <typename T, typename SumRanks>
 void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
                         const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
-                        NoDeduce<T> *var, int64_t N, int64_t C, int64_t S,
-                        NoDeduce<T> eps, SumRanks sumRanks) {
+                        NoDeduce<T> *var, NoDeduce<T> *invStd, int64_t N, int64_t C,
+                        int64_t S, NoDeduce<T> eps, SumRanks sumRanks) {
   std::vector<double> mu(static_cast<size_t>(C)), v(static_cast<size_t>(C));
   ORTC_KERN_PARALLEL_FOR(N * C * S)
   for (int64_t c = 0; c < C; ++c) {
@@ -2210,10 +2119,13 @@ void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
       mean[c] = static_cast<T>(mu[c]);
     if (var)
       var[c] = static_cast<T>(vc);
+    if (invStd)
+      invStd[c] = static_cast<T>(is);
   }
 }
 
-/// batchNormGrad of batchNormTrainSync: dbias and dscale are this rank's sums
+/// batchNormGrad of batchNormTrainSync (batchNormGrad is this with one rank):
+/// dbias and dscale are this rank's sums
 /// (the data-parallel average combines them); dx uses the sums of dy and
 /// dy * xhat over every rank and the global count M = N * S * R:
 /// dx = scale * invStd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat)).
@@ -2261,6 +2173,35 @@ void batchNormGradSync(const T *x, const NoDeduce<T> *scale,
       }
     }
   }
+}
+
+/// Training-mode batch norm (torch batch_norm(training=True) / ONNX
+/// BatchNormalization training_mode=1) over x viewed as [N, C, S]:
+/// per-channel batch mean and biased variance over N*S elements, invStd =
+/// 1 / sqrt(var + eps), y = (x - mean) * invStd * scale + bias. mean, var
+/// and invStd ([C]) may each be null. Running statistics are the caller's
+/// job (PyTorch updates running_var with the unbiased var * NS / (NS - 1)).
+template <typename T>
+void batchNormTrain(const T *x, const NoDeduce<T> *scale,
+                    const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
+                    NoDeduce<T> *var, NoDeduce<T> *invStd, int64_t N, int64_t C,
+                    int64_t S, NoDeduce<T> eps) {
+  batchNormTrainSync(x, scale, bias, y, mean, var, invStd, N, C, S, eps,
+                     [](double *, int64_t) { return 1.0; });
+}
+
+/// Full training-mode gradient of batchNormTrain (through the batch
+/// statistics), from the saved mean / invStd; M = N * S:
+/// dbias = sum(dy), dscale = sum(dy * xhat),
+/// dx = scale * invStd / M * (M * dy - dbias - xhat * dscale).
+/// scale may be null (1); dx, dscale and dbias may each be null.
+template <typename T>
+void batchNormGrad(const T *x, const NoDeduce<T> *scale,
+                   const NoDeduce<T> *mean, const NoDeduce<T> *invStd,
+                   const T *dy, NoDeduce<T> *dx, NoDeduce<T> *dscale,
+                   NoDeduce<T> *dbias, int64_t N, int64_t C, int64_t S) {
+  batchNormGradSync(x, scale, mean, invStd, dy, dx, dscale, dbias, N, C, S,
+                    [](double *, int64_t) { return 1.0; });
 }
 
 /// Inference-mode batch norm (ONNX BatchNormalization, torch batch_norm

@@ -1537,7 +1537,7 @@ TEST(BatchNorm, SyncOverTwoRanksIsTheWholeBatch) {
       auto sum = [&](double *p, int64_t n) { return comm.sum(r, p, n); };
       ms[r].resize(C), vs[r].resize(C), dss[r].resize(C), dbs[r].resize(C);
       batchNormTrainSync(x.data() + r * half, s.data(), b.data(), ys.data() + r * half,
-                         ms[r].data(), vs[r].data(), Nh, C, S, eps, sum);
+                         ms[r].data(), vs[r].data(), nullptr, Nh, C, S, eps, sum);
       Vec inv(C);
       for (int64_t c = 0; c < C; ++c)
         inv[c] = 1.0 / std::sqrt(vs[r][c] + eps);
