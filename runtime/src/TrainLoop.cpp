@@ -112,10 +112,16 @@ public:
                            : ""));
     if (!o.loadParams.empty() && ortc_load_params_npz(s, o.loadParams.c_str(), ORTC_ROLES_PARAMS))
       return apiFail();
-    if (!train.open(o.data, error) || !prepare("train_step", train) ||
+    // Data parallel: `{rank}` in --data names each rank's own feed (read in order);
+    // otherwise every rank reads its rank-strided share of the one feed.
+    ownFeed = o.data.find("{rank}") != std::string::npos;
+    std::string data = o.data;
+    if (ownFeed)
+      data.replace(data.find("{rank}"), 6, std::to_string(rank));
+    if (!train.open(data, error) || !prepare("train_step", train) ||
         !outputScalar("train_step", "loss", lossRef))
       return 1;
-    if (world > 1 && train.batches() < world)
+    if (world > 1 && !ownFeed && train.batches() < world)
       return fail(o.data + " has " + std::to_string(train.batches()) + " batch" +
                   (train.batches() == 1 ? "" : "es") + ", fewer than the " +
                   std::to_string(world) + " ranks of this run (each rank trains on its own)");
@@ -149,14 +155,15 @@ public:
       std::memcpy(&start, ortc_tensor_data(session.get(), step.index), 8);
     int64_t steps = o.steps;
     if (o.epochs > 0) { // to the end of epoch E, from where a resumed run stands
-      steps = std::max<int64_t>(0, o.epochs * train.batches() / (o.gradAccum * world) - start);
-      if (o.epochs * train.batches() < o.gradAccum * world)
+      int64_t readers = ownFeed ? 1 : world; // ranks sharing the feed's batches
+      steps = std::max<int64_t>(0, o.epochs * train.batches() / (o.gradAccum * readers) - start);
+      if (o.epochs * train.batches() < o.gradAccum * readers)
         return fail("--epochs " + std::to_string(o.epochs) + " of " + std::to_string(train.batches()) +
                     " batches is less than one step of --grad-accum " + std::to_string(o.gradAccum));
     }
     int64_t horizon = o.scheduleSteps > 0 ? o.scheduleSteps : start + steps;
     Prefetcher prefetch(train, BatchOrder(train.batches(), o.shuffle >= 0, uint64_t(o.shuffle),
-                                          world, rank));
+                                          ownFeed ? 1 : world, ownFeed ? 0 : rank));
     if (o.lrSchedule != "constant" && o.lrSchedule != "inverse-sqrt" && horizon <= o.warmupSteps)
       return fail("--lr-schedule " + o.lrSchedule + " decays after the " +
                   std::to_string(o.warmupSteps) + " warm-up steps, but the schedule ends at step " +
@@ -261,6 +268,7 @@ private:
   bool lead = true;        ///< rank 0: logs, evaluates and writes
   bool sharded = false;     ///< ZeRO: each rank holds its own shard of the optimizer state
   bool agreed = false;      ///< the failure is every rank's (a global non-finite step)
+  bool ownFeed = false;     ///< --data names one feed per rank ({rank})
   bool quiet() const { return o.quiet || !lead; }
   /// The checkpoint file of this rank: `path` for rank 0 (and every rank of an unsharded
   /// run), NAME.rank<r>.npz for rank r of a ZeRO run.

@@ -102,8 +102,12 @@ class DataParallel(unittest.TestCase):
             self.assertGreater(m["functions"]["train_step"]["collectives"]["calls"], 2)
             np.savez(os.path.join(d, "whole.npz"), **whole_steps(ref))
             np.savez(os.path.join(d, "halves.npz"), **split_steps(ref, RANKS))
+            # One feed per rank ({rank} in --data) reads what the rank-strided feed gives it.
+            halves = split_steps(ref, RANKS)
+            for r in range(RANKS):
+                np.savez(os.path.join(d, "rank%d.npz" % r), **{k: v[r::RANKS] for k, v in halves.items()})
             for art, feed, launch in ((one, "whole.npz", run), (dp, "halves.npz", mpirun),
-                                      (zero, "halves.npz", mpirun)):
+                                      (zero, "halves.npz", mpirun), (dp, "rank{rank}.npz", mpirun)):
                 log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
                 p = launch([ORTC_RUN, "train", art, "--data", os.path.join(d, feed), "--steps",
                             str(STEPS), "--lr", str(lr), "--log-json", log, "--save-params", params,

@@ -314,7 +314,9 @@ int main(int argc, char **argv) {
   trainCmd->add_option("artifact", t.artifact, "The model.ortc folder")->required();
   trainCmd->add_option("--data", t.data,
                        "The feed: an .npz (one array per input, plus labels), a folder of .npz "
-                       "shards or NAME.npy arrays, or a glob of shards; read a batch at a time")
+                       "shards or NAME.npy arrays, or a glob of shards; read a batch at a time. "
+                       "Under mpirun (a --data-parallel artifact) rank r reads batches "
+                       "m * ranks + r, or its own feed where FEED has {rank}")
       ->required();
   auto *stepsOpt = trainCmd->add_option("--steps", t.steps, "Number of optimizer steps")
                        ->default_val(10);

@@ -24,6 +24,8 @@ struct TrainOptions {
                               ///< arrays) or a glob of shards, one array per train_step
                               ///< input of role "input", read a batch at a time (float
                               ///< arrays convert to f32/f64, int arrays to i64/i32)
+                              ///< Data parallel: rank r reads micro-batches m * ranks + r;
+                              ///< with "{rank}" in it, each rank its own feed, in order
   int64_t epochs = 0;         ///< > 0: train to the end of this many passes over the
                               ///< feed (instead of `steps`)
   int64_t shuffle = -1;       ///< >= 0: each epoch in an order drawn from (this, epoch)
