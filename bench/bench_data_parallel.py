@@ -4,7 +4,8 @@
 # thread, as per-sample throughput (samples per second over the whole run), for the GPT benchmark
 # model. Each rank trains on its own batch of the model's size, so the global batch doubles; the
 # ratio is 2 * t(one process) / t(two ranks) per step. Also printed: one process at two threads (the
-# other way to use both cores) and the bytes the ranks all-reduce per step.
+# other way to use both cores), the ranks with ZeRO-1 (--zero 1), the bytes the ranks all-reduce per
+# step and the optimizer state each rank holds.
 #
 #   .venv/bin/python bench/bench_data_parallel.py [--models NAME...] [--rounds 5] [--markdown]
 #
@@ -70,14 +71,21 @@ def main():
                                              for _ in range(args.ranks - 1)]) for k, v in one.items()})
         flags = ['--dim', 'batch=%d' % cfg['batch']] + bench_cpu.optimizer_flags(cfg)
         arts = {}
-        for kind, extra in (('one', []), ('dp', ['--data-parallel'])):
+        for kind, extra in (('one', []), ('dp', ['--data-parallel']),
+                            ('zero', ['--data-parallel', '--zero', '1', '--ranks', str(args.ranks)])):
             arts[kind] = os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], kind))
             bench_cpu.ortc_build(args, spec['onnx'], arts[kind], flags + extra)
-        with open(os.path.join(arts['dp'], 'manifest.json')) as f:
-            reduced = json.load(f)['functions']['train_step']['collectives']
+        manifests = {}
+        for kind in ('dp', 'zero'):
+            with open(os.path.join(arts[kind], 'manifest.json')) as f:
+                manifests[kind] = json.load(f)
+        reduced = manifests['dp']['functions']['train_step']['collectives']
+        state = {k: sum(4 * int(np.prod(t['shape'])) for t in m['tensors']
+                        if t['role'] == 'state' and t['name'] != 'step') for k, m in manifests.items()}
         configs = [('1 process x 1 thread', arts['one'], 1, 1),
                    ('1 process x 2 threads', arts['one'], 2, 1),
-                   ('%d ranks x 1 thread' % args.ranks, arts['dp'], 1, args.ranks)]
+                   ('%d ranks x 1 thread' % args.ranks, arts['dp'], 1, args.ranks),
+                   ('%d ranks x 1 thread, --zero 1' % args.ranks, arts['zero'], 1, args.ranks)]
         ms = {c[0]: [] for c in configs}
         for r in range(args.rounds):
             for label, art, threads, ranks in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -97,9 +105,11 @@ def main():
         lines.append('')
         lines.append(bench_cpu.render(header, rows, args.markdown))
         lines.append('')
-        lines.append('All-reduced per step: %.2f MB in %d call%s (target: %d ranks >= %.1fx).'
+        lines.append('All-reduced per step: %.2f MB in %d call%s (target: %d ranks >= %.1fx). Optimizer '
+                     'state per rank: %.2f MB, %.2f MB with --zero 1 (%s MB reduce-scattered and gathered).'
                      % (reduced['bytes'] / 1e6, reduced['calls'], 's' if reduced['calls'] != 1 else '',
-                        args.ranks, TARGET))
+                        args.ranks, TARGET, state['dp'] / 1e6, state['zero'] / 1e6,
+                        '%.2f' % (manifests['zero']['functions']['train_step']['collectives']['bytes'] / 1e6)))
         lines.append('')
     print('\n'.join(lines))
     return 0
