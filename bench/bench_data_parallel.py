@@ -45,7 +45,8 @@ def train(args, artifact, feed, lr, threads, ranks, log):
     env = bench_cpu.thread_env(threads)
     if ranks > 1:
         cmd = ['mpirun', '--allow-run-as-root', '-np', str(ranks)] + cmd
-        env['OMPI_MCA_btl_vader_single_copy_mechanism'] = 'none'
+        env['OMPI_MCA_btl_vader_single_copy_mechanism'] = 'none'  # containers forbid CMA
+        env['OMPI_MCA_rmaps_base_oversubscribe'] = '1'  # hyperthreads counted as one core
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     if p.returncode != 0:
         raise RuntimeError('ortc-run train: ' + bench_cpu.short_error(p))

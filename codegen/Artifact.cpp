@@ -766,7 +766,8 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   // The runtime opens a communicator for these (ranks of an mpirun; kernel_abi.h).
   if (std::any_of(functions.begin(), functions.end(),
                   [](const FunctionKernels &f) { return f.collectives > 0; }))
-    manifest["data_parallel"] = {{"communicator", "mpi"}};
+    manifest["data_parallel"] = {
+        {"communicator", options.target == "cpu" ? "mpi" : options.target == "cuda" ? "nccl" : "rccl"}};
   for (const FunctionKernels &f : functions)
     if (f.shardRanks)
       manifest["data_parallel"]["ranks"] = f.shardRanks;

@@ -70,6 +70,25 @@ private:
   }
   LogicalResult emitOp(Operation *op, std::string &error) override;
 
+  /// `c`, the communicator of a data-parallel step; alone (none, or one rank) the
+  /// launcher returns after the copy it has made.
+  void communicator() {
+    body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+            "  if (!c || c->world == 1)\n    return;\n";
+  }
+  static std::string commDtype(const std::string &T) {
+    return T == "double" ? "ORTC_COMM_F64" : T == "float" ? "ORTC_COMM_F32" : "ORTC_COMM_U8";
+  }
+  /// Closes `if (collective failed) {`: the output becomes non-finite (flags false), so
+  /// the step's guard refuses it.
+  void poisonOnFailure(const std::string &buf, int64_t n, const std::string &T) {
+    if (T == "float" || T == "double")
+      body << "    " << lib << "fill(" << buf << ", " << n << ", ortc::gpu::ortc_nan<" << T << ">(), s);\n";
+    else
+      body << "    " << lib << "fill(" << buf << ", " << n << ", (" << T << ")0, s);\n";
+    body << "    return;\n  }\n";
+  }
+
   /// "<blocks> blocks x 256 threads (<what>)" for one thread per element of n.
   std::string gridShape(int64_t n, const std::string &what) const {
     return std::to_string(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)) + " blocks x " +
@@ -499,6 +518,9 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         return success();
       })
       .Case([&](BatchNormTrainOp bn) {
+        if (bn.getSync())
+          return unsupported(op, "BatchNorm over every rank (--sync-batchnorm) has no GPU kernel yet",
+                             error);
         auto xs = typeOf(bn.getX()).getShape();
         body << "  " << L << "batchNormTrain(" << typed(bn.getX()) << ", " << typed(bn.getScale())
              << ", " << typed(bn.getBias()) << ", " << typed(bn.getY(), true) << ", "
@@ -509,6 +531,9 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         return success();
       })
       .Case([&](BatchNormGradOp bn) {
+        if (bn.getSync())
+          return unsupported(op, "BatchNorm over every rank (--sync-batchnorm) has no GPU kernel yet",
+                             error);
         auto xs = typeOf(bn.getX()).getShape();
         body << "  " << L << "batchNormGrad(" << typed(bn.getX()) << ", " << typed(bn.getScale())
              << ", " << typed(bn.getMean()) << ", " << typed(bn.getVar()) << ", "
@@ -552,6 +577,56 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
                << typed(sce.getDloss()) << ", " << typed(res, true) << ", s);\n";
           rowNote(ls[0], kBlock, "one block per row");
         }
+        return success();
+      })
+      .Case([&](AllReduceOp a) {
+        // Enqueued on the stream by the communicator (NCCL/RCCL, kernel_abi.h), in place
+        // in the result; the mean divides after the sum. Alone: a copy.
+        copyIfDistinct(a.getInput(), res);
+        int64_t n = numElements(res);
+        std::string T = elemType(res), buf = "(" + T + " *)" + ptr(res);
+        communicator();
+        body << "  if (c->all_reduce(c->ctx, " << ptr(res) << ", " << n << ", " << commDtype(T)
+             << ", " << (a.getReduction() == "min" ? "ORTC_COMM_MIN" : "ORTC_COMM_SUM")
+             << ", stream) != 0) {\n";
+        poisonOnFailure(buf, n, T);
+        if (a.getReduction() == "mean")
+          body << "  " << L << "divide(" << buf << ", " << n << ", (" << T << ")c->world, s);\n";
+        launchNote = "the communicator's all-reduce of " + std::to_string(n) + " elements";
+        return success();
+      })
+      .Case([&](ReduceScatterOp r) {
+        int64_t n = numElements(res);
+        std::string T = elemType(res), out = "(" + T + " *)" + ptr(res);
+        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  if (!c || c->world == 1) {\n    ORTC_MEMCPY_ASYNC(" << ptr(res) << ", "
+             << ptr(r.getInput()) << ", " << byteSize(res) << ", s);\n    return;\n  }\n"
+             << "  if (c->reduce_scatter(c->ctx, " << ptr(r.getInput()) << ", " << ptr(res) << ", "
+             << n << ", " << commDtype(T) << ", ORTC_COMM_SUM, stream) != 0) {\n";
+        poisonOnFailure(out, n, T);
+        if (r.getReduction() == "mean")
+          body << "  " << L << "divide(" << out << ", " << n << ", (" << T << ")c->world, s);\n";
+        launchNote = "the communicator's reduce-scatter to " + std::to_string(n) + " elements";
+        return success();
+      })
+      .Case([&](AllGatherOp g) {
+        int64_t n = numElements(g.getInput());
+        std::string T = elemType(res);
+        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  if (!c || c->world == 1) {\n    ORTC_MEMCPY_ASYNC(" << ptr(res) << ", "
+             << ptr(g.getInput()) << ", " << byteSize(res) << ", s);\n    return;\n  }\n"
+             << "  if (c->all_gather(c->ctx, " << ptr(g.getInput()) << ", " << ptr(res) << ", " << n
+             << ", " << commDtype(T) << ", stream) != 0) {\n";
+        poisonOnFailure("(" + T + " *)" + ptr(res), numElements(res), T);
+        launchNote = "the communicator's all-gather of " + std::to_string(n) + " elements per rank";
+        return success();
+      })
+      .Case([&](RankShardOp r) {
+        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+             << "  const int64_t rank = c ? c->rank : 0;\n"
+             << "  ORTC_MEMCPY_ASYNC(" << ptr(res) << ", (const char *)" << ptr(r.getInput())
+             << " + rank * " << byteSize(res) << ", " << byteSize(res) << ", s);\n";
+        launchNote = "a device copy of this rank's shard";
         return success();
       })
       .Case([&](AllFiniteOp f) {
@@ -625,8 +700,19 @@ LogicalResult emitGpuKernels(ModuleOp module, const TensorTable &table, const Ta
          "// (ptrs[k]; each launch's \"args\" in manifest.json say where they live,\n"
          "// ortc_kernel_abi.h the convention) and a stream, and only enqueues work.\n"
       << target.prelude() << "#include \"ortc_kernel_abi.h\"\n#include \"ortc_gpu_kernels.h\"\n\n"
-      << "extern \"C\" const int ortc_kernel_abi_version = ORTC_KERNEL_ABI_VERSION;\n\n"
-      << p.kernelUnits(/*split=*/false).front();
+      << "extern \"C\" const int ortc_kernel_abi_version = ORTC_KERNEL_ABI_VERSION;\n\n";
+  // Data-parallel steps: the communicator the runtime installs (kernel_abi.h).
+  if (module
+          .walk([](Operation *op) {
+            return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op)
+                       ? WalkResult::interrupt()
+                       : WalkResult::advance();
+          })
+          .wasInterrupted())
+    out << "static const ortc_communicator *ortc_communicator_in_use = nullptr;\n"
+           "extern \"C\" void ortc_set_communicator(const ortc_communicator *c) {\n"
+           "  ortc_communicator_in_use = c;\n}\n\n";
+  out << p.kernelUnits(/*split=*/false).front();
   units = {out.str()};
   return success();
 }

@@ -2,18 +2,15 @@
 //
 // Why: data-parallel CPU training stands on MPI (Open MPI from Debian), as the
 // field's scale-out does; this plugin is the only code of ortc that links MPI, so the
-// runtime itself loads and runs without it (comm_plugin.h). MPI is initialised once,
-// on the thread that runs the steps (MPI_THREAD_FUNNELED), and finalised at exit.
+// runtime itself loads and runs without it (comm_plugin.h). MPI is initialised once
+// (MpiInit.h).
 // Its errors are fatal (MPI's default handler aborts every rank with a message):
 // a rank that fails mid-step cannot leave the others waiting in an all-reduce.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/comm_plugin.h"
 
-// The C API only: MPI's deprecated C++ bindings would need their own library.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "MpiInit.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,13 +19,6 @@
 namespace {
 
 std::string lastError;
-
-void finalize() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized)
-    MPI_Finalize();
-}
 
 bool failed(int rc, const char *call) {
   if (rc == MPI_SUCCESS)
@@ -125,16 +115,8 @@ void abortRun(void *, int status) {
 
 extern "C" __attribute__((visibility("default"))) int
 ortc_comm_open(ortc_communicator *out, char *error, size_t errorBytes) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-      std::snprintf(error, errorBytes, "MPI_Init_thread failed");
-      return 1;
-    }
-    std::atexit(finalize);
-  }
+  if (!ortc::comm::initMpi(error, errorBytes))
+    return 1;
   out->ctx = nullptr;
   MPI_Comm_rank(MPI_COMM_WORLD, &out->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &out->world);

@@ -3,7 +3,7 @@
 // Why: see Communicator.h. The plugin is looked for beside the runtime (the
 // executable or shared object this code is linked into), in ../lib, ../lib/ortc and
 // where `cmake --install` puts it from there, and in the build tree it was built in;
-// $ORTC_COMM_MPI names it instead.
+// $ORTC_COMM_MPI (_NCCL, _RCCL) names it instead.
 //
 //===----------------------------------------------------------------------===//
 #include "Communicator.h"
@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -34,9 +35,17 @@ int envInt(std::initializer_list<const char *> names) {
   return -1;
 }
 
-std::vector<std::string> pluginCandidates(const std::string &file) {
+/// ORTC_COMM_MPI, ORTC_COMM_NCCL, ORTC_COMM_RCCL: a plugin the user names.
+std::string envOf(const std::string &kind) {
+  std::string name = "ORTC_COMM_";
+  for (char ch : kind)
+    name += char(std::toupper(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+std::vector<std::string> pluginCandidates(const std::string &kind, const std::string &file) {
   std::vector<std::string> out;
-  if (const char *env = std::getenv("ORTC_COMM_MPI"); env && *env)
+  if (const char *env = std::getenv(envOf(kind).c_str()); env && *env)
     return {env}; // the user's choice, alone
   Dl_info info{};
   if (dladdr(reinterpret_cast<void *>(&launchRanks), &info) && info.dli_fname) {
@@ -102,7 +111,7 @@ const ortc_communicator *openCommunicator(const std::string &kind, std::string &
   }
   std::string file = "libortc_comm_" + kind + ".so";
   std::string looked, why;
-  for (const std::string &path : pluginCandidates(file)) {
+  for (const std::string &path : pluginCandidates(kind, file)) {
     std::error_code ec;
     if (!fs::exists(path, ec)) {
       looked += (looked.empty() ? "" : ", ") + path;
@@ -132,8 +141,8 @@ const ortc_communicator *openCommunicator(const std::string &kind, std::string &
   if (openError.empty())
     openError = "this process was started by an MPI launcher, but the " + kind +
                 " communicator " + file + " is not installed (looked in " + looked +
-                "; build ortc where Open MPI is installed, libopenmpi-dev, or set ORTC_COMM_MPI "
-                "to the plugin)";
+                "; build ortc where Open MPI is installed, libopenmpi-dev, or set " + envOf(kind) +
+                " to the plugin)";
   error = openError;
   return nullptr;
 }

@@ -1,10 +1,11 @@
 //===- Communicator.h - The ranks of a data-parallel run --------*- C++ -*-===//
 //
 // Why: a data-parallel artifact's all-reduce kernels need the processes of the run to
-// talk, over an engine that exists (MPI on the CPU), never a transport of ortc's own.
-// The runtime must still load with no MPI on the machine, so the engine sits in a
-// plugin (runtime/comm: libortc_comm_mpi.so, linked with the system's MPI) opened with
-// dlopen only when a launcher (mpirun) started this process. One communicator per
+// talk, over an engine that exists (MPI on the CPU, NCCL/RCCL on GPUs), never a
+// transport of ortc's own. The runtime must still load with none of them on the
+// machine, so the engine sits in a plugin (runtime/comm: libortc_comm_mpi.so, linked
+// with the system's MPI; libortc_comm_nccl.so / _rccl.so, which load NCCL / RCCL at run
+// time) opened with dlopen only when a launcher (mpirun) started this process. One communicator per
 // process, opened once and kept until exit (MPI cannot be initialised twice).
 //
 //===----------------------------------------------------------------------===//
@@ -26,7 +27,8 @@ struct LaunchRanks {
 };
 LaunchRanks launchRanks();
 
-/// The process's communicator of `kind` ("mpi"): nullptr with no error when the
+/// The process's communicator of `kind` ("mpi", "nccl", "rccl": the plugin
+/// libortc_comm_<kind>.so): nullptr with no error when the
 /// process runs alone (no launcher), else the opened plugin's communicator. nullptr
 /// with `error` set when the launcher is there but the plugin cannot be found or
 /// fails to start (the message says where it looked and why).

@@ -114,7 +114,7 @@ struct Rules {
   Rule arch = arrayRule(&archName, 1);
   Rule cpuFeatures = arrayRule(&archName);
   Rule tensors = arrayRule(&tensor);
-  Rule communicator = enumRule({"mpi"});
+  Rule communicator = enumRule({"mpi", "nccl", "rccl"});
   Rule ranks = intRule(1);
   Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}, {"ranks", &ranks}});
   Rule functions;

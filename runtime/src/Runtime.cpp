@@ -143,9 +143,9 @@ struct Loader {
           return fail(ORTC_ERR_TARGET, manifestPath() + ": " + why);
     if (ortc_status s = checkFiles())
       return s;
-    if (ortc_status s = loadKernels(); s || (s = connect()))
+    if (ortc_status s = loadKernels(); s || (s = a.gpu ? initGpu() : setDefaultThreads()))
       return s;
-    return a.gpu ? initGpu() : setDefaultThreads();
+    return connect(); // after the device: NCCL starts on the rank's GPU
   }
 
   /// Resolves the device API, finds a GPU and checks its arch against the manifest.

@@ -19,6 +19,24 @@ SAMPLES = ["mlp", "cnn", "gpt2", "bert"]
 ENV = dict(os.environ, ORTC_KERNEL_CACHE=os.path.join(BUILD, "kernel-cache"), ORTC_CXX_OPT="-O1")
 
 
+# Data-parallel runs (mpirun, Open MPI): as root Open MPI wants --allow-run-as-root;
+# containers often forbid the cross-memory attach its shared-memory transport tries first,
+# and a machine with fewer cores than ranks (or hyperthreads counted as one core) needs
+# oversubscription.
+MPI_ENV = dict(ENV, OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def mpirun(ranks, args, check=True, env=None, timeout=600):
+    """`mpirun -np RANKS ARGS` in MPI_ENV (or `env`); raises with its output when it fails
+    and `check`."""
+    cmd = ["mpirun", "--allow-run-as-root", "-np", str(ranks)] + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env or MPI_ENV, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
 def run(cmd, env=None, **kw):
     """Runs a command (in ENV unless `env`); raises with its output when it fails."""
     p = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, **kw)

@@ -12,24 +12,15 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import (BUILD, ENV, ORTC, ORTC_RUN, ROOT, TempDir, check_oracle, reference, run,
-                          updates_vs_reference, without_dropout)
+import ortc_testlib
+from ortc_testlib import (BUILD, ENV, MPI_ENV, ORTC, ORTC_RUN, ROOT, TempDir, check_oracle,
+                          reference, run, updates_vs_reference, without_dropout)
 
 RANKS = 2
 STEPS = 5
 PLUGIN = os.path.join(BUILD, "runtime", "libortc_comm_mpi.so")
-# As root Open MPI wants --allow-run-as-root; containers often forbid the cross-memory
-# attach its shared-memory transport tries first.
-MPI_ENV = dict(ENV, OMPI_MCA_btl_vader_single_copy_mechanism="none",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-
-
 def mpirun(args, check=True):
-    cmd = ["mpirun", "--allow-run-as-root", "-np", str(RANKS)] + args
-    p = subprocess.run(cmd, capture_output=True, text=True, env=MPI_ENV, timeout=600)
-    if check and p.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
-    return p
+    return ortc_testlib.mpirun(RANKS, args, check)
 
 
 def losses_of(log):
@@ -250,10 +241,9 @@ class DataParallel(unittest.TestCase):
             p = run([ORTC_RUN, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "2"])
             self.assertIn("step 2 loss", p.stdout)
             nowhere = os.path.join(d, "nowhere", "libortc_comm_mpi.so")
-            p = subprocess.run(["mpirun", "--allow-run-as-root", "-np", str(RANKS), ORTC_RUN,
-                                "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", "1"],
-                               capture_output=True, text=True, timeout=120,
-                               env=dict(MPI_ENV, ORTC_COMM_MPI=nowhere))
+            p = ortc_testlib.mpirun(RANKS, [ORTC_RUN, "train", art, "--data",
+                                            os.path.join(d, "feed.npz"), "--steps", "1"],
+                                    check=False, env=dict(MPI_ENV, ORTC_COMM_MPI=nowhere))
             self.assertNotEqual(p.returncode, 0)
             self.assertIn("is not installed (looked in %s" % nowhere, p.stderr)
 

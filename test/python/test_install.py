@@ -9,7 +9,7 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import BUILD, ENV, ROOT, TempDir, run, sample_path
+from ortc_testlib import BUILD, ENV, ROOT, TempDir, mpirun, run, sample_path
 
 STEPS = 3
 
@@ -42,12 +42,8 @@ class Install(unittest.TestCase):
                      "--data-parallel"], cwd=d)
                 np.savez(os.path.join(d, "two.npz"), x=np.zeros((2, 2, 32), np.float32),
                          labels=np.zeros((2, 2), np.int64))
-                p = subprocess.run(["mpirun", "--allow-run-as-root", "-np", "2",
-                                    os.path.join(prefix, "bin", "ortc-run"), "train", dp, "--data",
-                                    os.path.join(d, "two.npz"), "--steps", "2"],
-                                   capture_output=True, text=True, timeout=300,
-                                   env=dict(ENV, OMPI_MCA_btl_vader_single_copy_mechanism="none"))
-                self.assertEqual(p.returncode, 0, p.stderr)
+                p = mpirun(2, [os.path.join(prefix, "bin", "ortc-run"), "train", dp, "--data",
+                               os.path.join(d, "two.npz"), "--steps", "2"])
                 self.assertEqual(p.stdout.count("step 2 loss"), 1, p.stdout)
 
             consumer = os.path.join(d, "consumer")

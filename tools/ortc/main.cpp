@@ -114,9 +114,9 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
            "built for it)";
   if (given("--ranks") && !b.zero)
     return "--ranks sizes the shards of --zero 1";
-  if (b.dataParallel && b.target != "cpu")
-    return "--data-parallel is for --target cpu so far (MPI); GPU targets have no NCCL/RCCL "
-           "all-reduce yet";
+  if (b.syncBatchnorm && b.target != "cpu")
+    return "--sync-batchnorm is for --target cpu so far (its BatchNorm kernels have no GPU "
+           "version yet)";
   if (given("--dump-dir") && b.dumpAfter.empty())
     return "--dump-dir needs --dump-after PASSES (or all)";
   if (!emitFile.empty() && !printsIr)

@@ -157,6 +157,14 @@ template <typename T> void fill(T *p, int64_t n, T v, ortcStream_t s) {
   fillKernel<<<gridFor(n), kBlock, 0, s>>>(p, n, v);
 }
 
+/// p[i] /= d: the mean of a data-parallel all-reduce's sum (as the CPU target divides).
+template <typename T> __global__ void ORTC_LAUNCH_BOUNDS(kBlock) divideKernel(T *p, int64_t n, T d) {
+  ORTC_FOR(i, n) p[i] = p[i] / d;
+}
+template <typename T> void divide(T *p, int64_t n, T d, ortcStream_t s) {
+  divideKernel<<<gridFor(n), kBlock, 0, s>>>(p, n, d);
+}
+
 /// Error flag of index-checking kernels (gather, losses): cleared, set by a check
 /// kernel, read by the kernels after it on the same stream.
 __device__ int ortcErrorFlag;
@@ -1888,7 +1896,9 @@ inline int setError(const char *what, ORTC_API(Error_t) e) {
 extern "C" {
 const char *ortc_gpu_error(void) { return ortc::gpu::errorText(); }
 
-/// Picks device 0 and writes its arch name ("sm_90", "gfx90a") into `arch`.
+/// Picks the device (the launcher's local rank modulo the visible devices, so that the
+/// ranks of a data-parallel run on one node take one GPU each; else device 0) and
+/// writes its arch name ("sm_90", "gfx90a") into `arch`.
 int ortc_gpu_init(char *arch, int archLen) {
   int count = 0;
   ORTC_API(Error_t) e = ORTC_API(GetDeviceCount)(&count);
@@ -1898,8 +1908,16 @@ int ortc_gpu_init(char *arch, int archLen) {
     snprintf(ortc::gpu::errorText(), 512, "no GPU is visible");
     return 1;
   }
+  int device = 0;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *v = getenv(name); v && *v) {
+      device = atoi(v) % count;
+      break;
+    }
+  if ((e = ORTC_API(SetDevice)(device)) != ORTC_API(Success))
+    return ortc::gpu::setError("selecting the GPU", e);
   ortcDeviceProp prop;
-  if ((e = ORTC_API(GetDeviceProperties)(&prop, 0)) != ORTC_API(Success))
+  if ((e = ORTC_API(GetDeviceProperties)(&prop, device)) != ORTC_API(Success))
     return ortc::gpu::setError("reading the GPU's properties", e);
   ORTC_ARCH_NAME(prop, arch, archLen);
   return 0;

@@ -1206,6 +1206,9 @@ cudaError_t cudaGetDeviceCount(int *count) {
   *count = emu::deviceVisible() ? 1 : 0;
   return cudaSuccess;
 }
+cudaError_t cudaSetDevice(int device) {
+  return emu::deviceVisible() && device == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
   if (!emu::deviceVisible() || device != 0)
     return cudaErrorInvalidValue;
@@ -1332,6 +1335,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 
 // HIP: the same device; its arch names a gfx target.
 hipError_t hipGetDeviceCount(int *count) { return static_cast<hipError_t>(cudaGetDeviceCount(count)); }
+hipError_t hipSetDevice(int device) { return static_cast<hipError_t>(cudaSetDevice(device)); }
 hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int device) {
   if (!emu::deviceVisible() || device != 0)
     return hipErrorInvalidValue;

@@ -461,6 +461,46 @@ class EmulatedTrainingRun(unittest.TestCase):
             self.assertNotIn("not finite", p.stderr)
 
 
+@unittest.skipUnless(shutil.which("mpirun") and os.path.exists(os.path.join(EMU, "lib", "libnccl.so.2")),
+                     "needs Open MPI (mpirun) and the NCCL stand-in built with it")
+class EmulatedDataParallel(unittest.TestCase):
+    """The GPU targets' data-parallel path: the runtime's NCCL (cuda) and RCCL (rocm)
+    communicators, loading the stand-in libnccl.so.2 / librccl.so.1 (NCCL's C API over MPI,
+    collectives on the emulated stream) from the loader's path as they would the real ones.
+    Two ranks on halves of each batch, judged like the CPU target's data-parallel runs:
+    against PyTorch's float64 run of the whole batch."""
+    def check(self, target, flags, ref_flags, lr):
+        from test_data_parallel import losses_of, split_steps
+        with tl.TempDir() as d:
+            ref = tl.reference("mlp", d, "--dtype", "float64", "--steps", "3", "--lr", str(lr),
+                               "--batches-per-step", "--batch", "4", *ref_flags)
+            ref32 = tl.reference("mlp", d, "--dtype", "float32", "--steps", "3", "--lr", str(lr),
+                                 "--batches-per-step", "--batch", "4", *ref_flags)
+            art = build(tl.sample_path("mlp"), os.path.join(d, "dp.ortc"), target,
+                        ["--dim", "batch=2", "--data-parallel"] + flags)
+            with open(os.path.join(art, "manifest.json")) as f:
+                self.assertEqual(json.load(f)["data_parallel"]["communicator"],
+                                 "nccl" if target == "cuda" else "rccl")
+            feed, log, params = (os.path.join(d, f) for f in ("halves.npz", "log.jsonl", "p.npz"))
+            np.savez(feed, **split_steps(ref, 2))
+            env = dict(tl.MPI_ENV, **flavour_env(target))
+            env["LD_LIBRARY_PATH"] = os.path.join(EMU, "lib")
+            tl.mpirun(2, [tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "3", "--lr", str(lr),
+                          "--log-json", log, "--save-params", params], env=env)
+            upd, upd64, upd32 = tl.updates_vs_reference(ref, ref32, dict(np.load(params)),
+                                                        "adamw" in ref_flags)
+            failures, worst = tl.check_oracle(losses_of(log), ref["losses"], ref32["losses"], upd,
+                                              upd64, upd32, "%s, 2 ranks" % target)
+            self.assertFalse(failures, "\n".join(failures))
+
+    def test_cuda_two_ranks_through_nccl(self):
+        self.check("cuda", [], [], 0.05)
+
+    def test_rocm_zero1_through_rccl(self):
+        self.check("rocm", ["--zero", "1", "--ranks", "2", "--optimizer", "adamw", "--weight-decay",
+                            "0"], ["--optimizer", "adamw"], 0.01)
+
+
 class EmulatorChecks(unittest.TestCase):
     """Planted defects (defects.cu): each must fail on the emulated device with the
     report that names it, and its correct twin must pass."""

@@ -55,6 +55,7 @@ struct cudaDeviceProp {
 
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
@@ -127,6 +128,7 @@ struct hipDeviceProp_t {
 
 extern "C" {
 hipError_t hipGetDeviceCount(int *count);
+hipError_t hipSetDevice(int device);
 hipError_t hipGetDeviceProperties(hipDeviceProp_t *prop, int device);
 hipError_t hipMalloc(void **p, size_t bytes);
 hipError_t hipFree(void *p);
