@@ -40,6 +40,9 @@ FLAVOURS = {"cuda": ("cuda", [], {}), "rocm": ("rocm", [], {}),
 # a recurrent net), few enough to keep the emu label within 10 minutes.
 RDNA_SAMPLES = ("gpt2", "cnn")
 RDNA_ZOO = ("lstm.dynamo",)
+# Library kernels that only data-parallel steps launch: EmulatedDataParallel runs them (its
+# 2-rank runs meet the float64 oracle only if divideKernel turns the all-reduced sums into means).
+ELSEWHERE = {"divideKernel"}
 # Also trained with SGD (momentum, weight decay) and graph replay off.
 SGD_NO_GRAPHS = ("gpt2", "cnn")
 
@@ -378,7 +381,8 @@ class EmulatedModels(unittest.TestCase):
                     ran |= r["coverage"][1]
             if os.environ.get("EMU_ONLY"):
                 raise unittest.SkipTest("a subset of the models ran (EMU_ONLY)")
-            self.assertFalse(library - ran, "library kernels no model launched on emulated %s" % target)
+            self.assertFalse(library - ran - ELSEWHERE,
+                             "library kernels no model launched on emulated %s" % target)
 
 
 for _e in EmulatedModels.manifest["files"]:
