@@ -15,8 +15,9 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/runtime/include/ortc
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The communicators of data-parallel runs (MPI, NCCL, RCCL), where the runtime looks for them
 # (runtime/src/Communicator.cpp: <bin>/../${ORTC_COMM_INSTALL_DIR}).
+install(TARGETS ortc_comm_nccl ortc_comm_rccl LIBRARY DESTINATION ${ORTC_COMM_INSTALL_DIR})
 if(TARGET ortc_comm_mpi)
-  install(TARGETS ortc_comm_mpi ortc_comm_nccl ortc_comm_rccl LIBRARY DESTINATION ${ORTC_COMM_INSTALL_DIR})
+  install(TARGETS ortc_comm_mpi LIBRARY DESTINATION ${ORTC_COMM_INSTALL_DIR})
 endif()
 
 set(ORTC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ortc)

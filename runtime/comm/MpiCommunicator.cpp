@@ -2,15 +2,19 @@
 //
 // Why: data-parallel CPU training stands on MPI (Open MPI from Debian), as the
 // field's scale-out does; this plugin is the only code of ortc that links MPI, so the
-// runtime itself loads and runs without it (comm_plugin.h). MPI is initialised once
-// (MpiInit.h).
+// runtime itself loads and runs without it (comm_plugin.h). MPI is initialised once,
+// on the thread that runs the steps, and finalised at exit; under mpirun it is also the
+// bootstrap of the NCCL/RCCL communicators (the runtime opens it first).
 // Its errors are fatal (MPI's default handler aborts every rank with a message):
 // a rank that fails mid-step cannot leave the others waiting in an all-reduce.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/comm_plugin.h"
 
-#include "MpiInit.h"
+// The C API only: MPI's deprecated C++ bindings would need their own library.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +23,28 @@
 namespace {
 
 std::string lastError;
+
+void finalizeMpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+/// MPI_Init_thread (FUNNELED) unless MPI runs already; false with a message if it fails.
+bool initMpi(char *error, size_t errorBytes) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized)
+    return true;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    std::snprintf(error, errorBytes, "MPI_Init_thread failed");
+    return false;
+  }
+  std::atexit(finalizeMpi);
+  return true;
+}
 
 bool failed(int rc, const char *call) {
   if (rc == MPI_SUCCESS)
@@ -114,8 +140,9 @@ void abortRun(void *, int status) {
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) int
-ortc_comm_open(ortc_communicator *out, char *error, size_t errorBytes) {
-  if (!ortc::comm::initMpi(error, errorBytes))
+ortc_comm_open(ortc_communicator *out, const ortc_comm_bootstrap *, char *error,
+               size_t errorBytes) {
+  if (!initMpi(error, errorBytes))
     return 1;
   out->ctx = nullptr;
   MPI_Comm_rank(MPI_COMM_WORLD, &out->rank);

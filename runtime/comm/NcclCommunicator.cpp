@@ -3,16 +3,15 @@
 // Why: data-parallel GPU training stands on the vendors' collective libraries, NCCL
 // (from the CUDA toolkit) and RCCL (ROCm), which share one C API. Like cuBLASLt they
 // are loaded at run time (dlopen of ORTC_NCCL_LIBRARY: libnccl.so.2, or librccl.so.1
-// for the rccl build of this file), so nothing links them. MPI (the launcher's
-// processes) tells each rank who it is and carries rank 0's ncclUniqueId to the others;
-// then every collective is NCCL's, enqueued on the step's stream (so graph capture
-// records it). Errors: a failed call's message is kept for error(); abort ends the
-// NCCL communicator and every rank (MPI_Abort).
+// for the rccl build of this file), so nothing links them, MPI included: the runtime's
+// bootstrap (the launcher's MPI, or a TCP rendezvous for torchrun-style starts) tells
+// each rank who it is and carries rank 0's ncclUniqueId to the others; then every
+// collective is NCCL's, enqueued on the step's stream (so graph capture records it).
+// Errors: a failed call's message is kept for error(); abort ends the NCCL
+// communicator, then every rank through the bootstrap.
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/comm_plugin.h"
-
-#include "MpiInit.h"
 
 #include <dlfcn.h>
 
@@ -41,6 +40,7 @@ struct Nccl {
   const char *(*getErrorString)(ncclResult_t);
 } nccl;
 ncclComm_t comm = nullptr;
+ortc_comm_bootstrap boot;
 std::string lastError;
 
 bool failed(ncclResult_t rc, const char *call) {
@@ -101,8 +101,8 @@ const char *errorText(void *) { return lastError.c_str(); }
 void abortRun(void *, int status) {
   if (comm && nccl.commAbort)
     nccl.commAbort(comm);
-  MPI_Abort(MPI_COMM_WORLD, status);
-  std::_Exit(status);
+  boot.abort(boot.ctx, status);
+  std::_Exit(status); // the bootstrap's abort should not return
 }
 
 template <typename F> bool load(void *lib, const char *name, F &fn, char *error, size_t n) {
@@ -115,7 +115,13 @@ template <typename F> bool load(void *lib, const char *name, F &fn, char *error,
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) int
-ortc_comm_open(ortc_communicator *out, char *error, size_t errorBytes) {
+ortc_comm_open(ortc_communicator *out, const ortc_comm_bootstrap *bootstrap, char *error,
+               size_t errorBytes) {
+  if (!bootstrap) {
+    std::snprintf(error, errorBytes, "the %s communicator needs a bootstrap", ORTC_NCCL_LIBRARY);
+    return 1;
+  }
+  boot = *bootstrap;
   void *lib = dlopen(ORTC_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib) {
     const char *why = dlerror();
@@ -130,16 +136,15 @@ ortc_comm_open(ortc_communicator *out, char *error, size_t errorBytes) {
       !load(lib, "ncclCommAbort", nccl.commAbort, error, errorBytes) ||
       !load(lib, "ncclGetErrorString", nccl.getErrorString, error, errorBytes))
     return 1;
-  if (!ortc::comm::initMpi(error, errorBytes))
-    return 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &out->rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &out->world);
+  out->rank = boot.rank;
+  out->world = boot.world;
   ncclUniqueId id{};
   if (out->rank == 0 && failed(nccl.getUniqueId(&id), "ncclGetUniqueId")) {
-    std::snprintf(error, errorBytes, "%s", lastError.c_str());
-    MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks wait for the id
+    std::fprintf(stderr, "ortc: error: %s\n", lastError.c_str());
+    boot.abort(boot.ctx, 1); // the other ranks wait for the id
   }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (boot.broadcast(boot.ctx, &id, sizeof id, error, errorBytes) != 0)
+    return 1;
   if (failed(nccl.commInitRank(&comm, out->world, id, out->rank), "ncclCommInitRank")) {
     std::snprintf(error, errorBytes, "%s", lastError.c_str());
     return 1;

@@ -5,8 +5,10 @@
 // transport of ortc's own. The runtime must still load with none of them on the
 // machine, so the engine sits in a plugin (runtime/comm: libortc_comm_mpi.so, linked
 // with the system's MPI; libortc_comm_nccl.so / _rccl.so, which load NCCL / RCCL at run
-// time) opened with dlopen only when a launcher (mpirun) started this process. One communicator per
-// process, opened once and kept until exit (MPI cannot be initialised twice).
+// time) opened with dlopen only when a launcher started this process: mpirun (any
+// target), or torchrun-style variables (GPU targets; TcpRendezvous.h carries NCCL's
+// unique id). One communicator per process, opened once and kept until exit (MPI
+// cannot be initialised twice).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_RUNTIME_COMMUNICATOR_H
@@ -19,11 +21,16 @@
 namespace ortc {
 
 /// The ranks a launcher says this process has among the processes of its node and
-/// of the run (Open MPI's OMPI_COMM_WORLD_*, MPICH/Hydra's PMI_*, PMIx's PMIX_*);
-/// {0, 1, 1} for a process started alone.
+/// of the run (Open MPI's OMPI_COMM_WORLD_*, MPICH/Hydra's PMI_*, PMIx's PMIX_*;
+/// torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE with MASTER_ADDR and
+/// MASTER_PORT); {0, 1, 1} for a process started alone.
 struct LaunchRanks {
-  int rank = 0, world = 1, localWorld = 1;
-  bool launched = false; ///< a launcher's variables were found
+  enum Launcher { None, Mpi, Torchrun } launcher = None;
+  int rank = 0, world = 1, localRank = 0, localWorld = 1;
+  std::string masterAddr; ///< torchrun: where rank 0 listens
+  int masterPort = 0;
+  std::string problem; ///< variables that are set but unusable (the message)
+  bool launched() const { return launcher != None; }
 };
 LaunchRanks launchRanks();
 

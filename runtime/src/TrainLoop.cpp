@@ -611,7 +611,7 @@ int runTrainLoop(const TrainOptions &options, TrainResult &result, std::string &
     error = std::string("internal error: ") + e.what();
   }
   if (alone) { // say why, then end the ranks that wait for this one
-    std::cerr << options.program << ": error: " << error << "\n" << std::flush;
+    std::cerr << (options.program + ": error: " + error + "\n") << std::flush;
     ortc_abort_ranks(rc);
   }
   return rc;
@@ -621,8 +621,8 @@ int runTrainLoop(const TrainOptions &options) {
   TrainResult result;
   std::string error;
   int rc = runTrainLoop(options, result, error);
-  if (rc != 0)
-    std::cerr << options.program << ": error: " << error << "\n";
+  if (rc != 0) // one write: the ranks of a data-parallel run share the terminal
+    std::cerr << (options.program + ": error: " + error + "\n");
   return rc;
 }
 

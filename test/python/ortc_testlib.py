@@ -37,6 +37,39 @@ def mpirun(ranks, args, check=True, env=None, timeout=600):
     return p
 
 
+def free_port():
+    """A TCP port nothing listens on now (for a rendezvous)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(ranks, args, check=True, env=None, timeout=600):
+    """ARGS started RANKS times as torchrun starts its workers (RANK, WORLD_SIZE, LOCAL_RANK,
+    LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no MPI); returns their (returncode, output)
+    in rank order; raises with the outputs when one fails and `check`."""
+    port = free_port()
+    procs = []
+    for r in range(ranks):
+        e = dict(env or ENV, RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_RANK=str(r),
+                 LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen(args, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    results = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        results.append((p.returncode, out))
+    if check and any(rc != 0 for rc, _ in results):
+        raise AssertionError("%s on %d torchrun-style ranks failed:\n%s" % (" ".join(args), ranks, "\n".join(
+            "rank %d (exit %d):\n%s" % (r, rc, out) for r, (rc, out) in enumerate(results))))
+    return results
+
+
 def run(cmd, env=None, **kw):
     """Runs a command (in ENV unless `env`); raises with its output when it fails."""
     p = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, **kw)

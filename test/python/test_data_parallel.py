@@ -246,6 +246,13 @@ class DataParallel(unittest.TestCase):
                                     check=False, env=dict(MPI_ENV, ORTC_COMM_MPI=nowhere))
             self.assertNotEqual(p.returncode, 0)
             self.assertIn("is not installed (looked in %s" % nowhere, p.stderr)
+            # torchrun-style variables start GPU targets only: the CPU target says how to start it.
+            rank0 = dict(ENV, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+            p = subprocess.run([ORTC_RUN, "train", art, "--data", os.path.join(d, "feed.npz"),
+                                "--steps", "1"], capture_output=True, text=True, env=rank0, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("the CPU target's collectives run on MPI: start its ranks with mpirun",
+                          p.stderr)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -469,11 +471,12 @@ class EmulatedTrainingRun(unittest.TestCase):
                      "needs Open MPI (mpirun) and the NCCL stand-in built with it")
 class EmulatedDataParallel(unittest.TestCase):
     """The GPU targets' data-parallel path: the runtime's NCCL (cuda) and RCCL (rocm)
-    communicators, loading the stand-in libnccl.so.2 / librccl.so.1 (NCCL's C API over MPI,
-    collectives on the emulated stream) from the loader's path as they would the real ones.
-    Two ranks on halves of each batch, judged like the CPU target's data-parallel runs:
-    against PyTorch's float64 run of the whole batch."""
-    def check(self, target, flags, ref_flags, lr):
+    communicators, loading the stand-in libnccl.so.2 / librccl.so.1 (NCCL's C API over
+    loopback TCP, collectives on the emulated stream) from the loader's path as they would
+    the real ones, bootstrapped by mpirun's MPI or by torchrun-style variables. Two ranks on
+    halves of each batch, judged like the CPU target's data-parallel runs: against PyTorch's
+    float64 run of the whole batch."""
+    def check(self, target, flags, ref_flags, lr, launch="mpirun"):
         from test_data_parallel import losses_of, split_steps
         with tl.TempDir() as d:
             ref = tl.reference("mlp", d, "--dtype", "float64", "--steps", "3", "--lr", str(lr),
@@ -489,8 +492,12 @@ class EmulatedDataParallel(unittest.TestCase):
             np.savez(feed, **split_steps(ref, 2))
             env = dict(tl.MPI_ENV, **flavour_env(target))
             env["LD_LIBRARY_PATH"] = os.path.join(EMU, "lib")
-            tl.mpirun(2, [tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "3", "--lr", str(lr),
-                          "--log-json", log, "--save-params", params], env=env)
+            args = [tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "3", "--lr", str(lr),
+                    "--log-json", log, "--save-params", params]
+            if launch == "mpirun":
+                tl.mpirun(2, args, env=env)
+            else:
+                tl.torchrun(2, args, env=env)
             upd, upd64, upd32 = tl.updates_vs_reference(ref, ref32, dict(np.load(params)),
                                                         "adamw" in ref_flags)
             failures, worst = tl.check_oracle(losses_of(log), ref["losses"], ref32["losses"], upd,
@@ -499,6 +506,59 @@ class EmulatedDataParallel(unittest.TestCase):
 
     def test_cuda_two_ranks_through_nccl(self):
         self.check("cuda", [], [], 0.05)
+
+    def test_cuda_two_ranks_started_like_torchrun(self):
+        """No mpirun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, NCCL's id through the
+        runtime's TCP rendezvous."""
+        self.check("cuda", [], [], 0.05, launch="torchrun")
+
+    def test_torchrun_style_errors(self):
+        """A rank whose peers never come stops with the rendezvous's address; one whose
+        peer dies mid-run stops too instead of waiting in a collective."""
+        with tl.TempDir() as d:
+            art = build(tl.sample_path("mlp"), os.path.join(d, "dp.ortc"), "cuda",
+                        ["--dim", "batch=2", "--data-parallel"])
+            feed = os.path.join(d, "feed.npz")
+            rng = np.random.default_rng(0)
+            np.savez(feed, x=rng.standard_normal((2, 16)).astype(np.float32),
+                     y=rng.integers(0, 4, (2,)).astype(np.int64))
+            env = dict(flavour_env("cuda"), LD_LIBRARY_PATH=os.path.join(EMU, "lib"), RANK="0",
+                       WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(tl.free_port()),
+                       ORTC_RENDEZVOUS_TIMEOUT="2")
+            p = subprocess.run([tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1"],
+                               capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("rendezvous at 127.0.0.1:%s" % env["MASTER_PORT"], p.stderr)
+            self.assertIn("1 of the other ranks did not connect within 2 s", p.stderr)
+            # Rank 1 takes the id and vanishes (no goodbye): rank 0 stops instead of waiting
+            # for it in NCCL's start.
+            env["MASTER_PORT"] = str(tl.free_port())
+            rank0 = subprocess.Popen([tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1"],
+                                     stderr=subprocess.PIPE, text=True, env=env)
+            deadline = time.time() + 60
+            while True:
+                try:
+                    s = socket.create_connection(("127.0.0.1", int(env["MASTER_PORT"])))
+                    break
+                except OSError:
+                    self.assertLess(time.time(), deadline, "rank 0 never listened")
+                    time.sleep(0.1)
+            s.sendall(b"ortc" + struct.pack("ii", 1, 2))
+            got = b""
+            while len(got) < 128:
+                chunk = s.recv(128 - len(got))
+                self.assertTrue(chunk, "rank 0 sent no id")
+                got += chunk
+            s.close()
+            _, err = rank0.communicate(timeout=60)
+            self.assertEqual(rank0.returncode, 1, err)
+            self.assertIn("a peer of the data-parallel run (through 127.0.0.1:%s) ended without "
+                          "finishing" % env["MASTER_PORT"], err)
+            env["MASTER_PORT"] = "0"
+            p = subprocess.run([tl.ORTC_RUN, "train", art, "--data", feed, "--steps", "1"],
+                               capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("torchrun-style variables are set but incomplete", p.stderr)
 
     def test_rocm_zero1_through_rccl(self):
         self.check("rocm", ["--zero", "1", "--ranks", "2", "--optimizer", "adamw", "--weight-decay",
