@@ -78,6 +78,37 @@ int64_t byteSize(Value v) {
   return numElements(v) * (e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8);
 }
 
+std::string commDtype(const std::string &T) {
+  return T == "double" ? "ORTC_COMM_F64" : T == "float" ? "ORTC_COMM_F32" : "ORTC_COMM_U8";
+}
+
+bool usesCommunicator(ModuleOp module) {
+  return module
+      .walk([](Operation *op) {
+        auto bn = dyn_cast<BatchNormTrainOp>(op);
+        auto bng = dyn_cast<BatchNormGradOp>(op);
+        return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op) ||
+                       (bn && bn.getSync()) || (bng && bng.getSync())
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+const char *const kCommunicatorDefinition =
+    "extern \"C\" const ortc_communicator *ortc_communicator_in_use = nullptr;\n"
+    "extern \"C\" void ortc_set_communicator(const ortc_communicator *c) {\n"
+    "  ortc_communicator_in_use = c;\n}\n\n";
+
+void KernelPrinter::communicatorOrCopy(const std::string &dest, const std::string &src,
+                                       int64_t bytes) {
+  body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
+          "  if (!c || c->world == 1) {\n";
+  if (bytes > 0)
+    emitCopy(dest, src, bytes);
+  body << "  return;\n  }\n";
+}
+
 int64_t dimProduct(ArrayRef<int64_t> s, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < std::min(to, s.size()); ++i)

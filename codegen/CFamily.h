@@ -47,6 +47,15 @@ std::string cList(llvm::ArrayRef<int64_t> xs);
 std::string cLiteral(double v, const std::string &type, const ScalarSpelling &sp);
 int64_t numElements(mlir::Value v);
 int64_t byteSize(mlir::Value v);
+/// The communicator's dtype code of C element type `T` (kernel_abi.h: ORTC_COMM_F32,
+/// _F64, else _U8 for i1 flags).
+std::string commDtype(const std::string &T);
+/// Whether `module` talks to the other ranks of a data-parallel run (collectives,
+/// BatchNorm synced over the ranks): its kernels then hold the communicator the
+/// runtime installs through `ortc_set_communicator`.
+bool usesCommunicator(mlir::ModuleOp module);
+/// The definition of that communicator and of its setter (one per kernels.so).
+extern const char *const kCommunicatorDefinition;
 /// Product of s[from, to).
 int64_t dimProduct(llvm::ArrayRef<int64_t> s, size_t from, size_t to);
 
@@ -84,6 +93,12 @@ protected:
   virtual mlir::LogicalResult emitOp(mlir::Operation *op, std::string &error) = 0;
   /// "the CPU target", "the CUDA target"... for messages.
   virtual std::string targetDescription() const = 0;
+
+  /// Opens a collective's launcher with `c`, the data-parallel step's communicator;
+  /// alone (none, or a world of one) the launcher copies `bytes` from `src` to `dest`
+  /// (when `bytes` > 0) and returns.
+  void communicatorOrCopy(const std::string &dest = {}, const std::string &src = {},
+                          int64_t bytes = 0);
 
   /// A C expression for the data pointer of `v`: a kernel argument `ptrs[k]`
   /// bound to its planned address, or a model constant. Inside a kernel region, a

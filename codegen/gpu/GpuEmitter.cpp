@@ -70,15 +70,6 @@ private:
   }
   LogicalResult emitOp(Operation *op, std::string &error) override;
 
-  /// `c`, the communicator of a data-parallel step; alone (none, or one rank) the
-  /// launcher returns after the copy it has made.
-  void communicator() {
-    body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
-            "  if (!c || c->world == 1)\n    return;\n";
-  }
-  static std::string commDtype(const std::string &T) {
-    return T == "double" ? "ORTC_COMM_F64" : T == "float" ? "ORTC_COMM_F32" : "ORTC_COMM_U8";
-  }
   /// Closes `if (collective failed) {`: the output becomes non-finite (flags false), so
   /// the step's guard refuses it.
   void poisonOnFailure(const std::string &buf, int64_t n, const std::string &T) {
@@ -585,7 +576,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         copyIfDistinct(a.getInput(), res);
         int64_t n = numElements(res);
         std::string T = elemType(res), buf = "(" + T + " *)" + ptr(res);
-        communicator();
+        communicatorOrCopy();
         body << "  if (c->all_reduce(c->ctx, " << ptr(res) << ", " << n << ", " << commDtype(T)
              << ", " << (a.getReduction() == "min" ? "ORTC_COMM_MIN" : "ORTC_COMM_SUM")
              << ", stream) != 0) {\n";
@@ -598,10 +589,8 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
       .Case([&](ReduceScatterOp r) {
         int64_t n = numElements(res);
         std::string T = elemType(res), out = "(" + T + " *)" + ptr(res);
-        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
-             << "  if (!c || c->world == 1) {\n    ORTC_MEMCPY_ASYNC(" << ptr(res) << ", "
-             << ptr(r.getInput()) << ", " << byteSize(res) << ", s);\n    return;\n  }\n"
-             << "  if (c->reduce_scatter(c->ctx, " << ptr(r.getInput()) << ", " << ptr(res) << ", "
+        communicatorOrCopy(ptr(res), ptr(r.getInput()), byteSize(res));
+        body << "  if (c->reduce_scatter(c->ctx, " << ptr(r.getInput()) << ", " << ptr(res) << ", "
              << n << ", " << commDtype(T) << ", ORTC_COMM_SUM, stream) != 0) {\n";
         poisonOnFailure(out, n, T);
         if (r.getReduction() == "mean")
@@ -612,10 +601,8 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
       .Case([&](AllGatherOp g) {
         int64_t n = numElements(g.getInput());
         std::string T = elemType(res);
-        body << "  const ortc_communicator *c = ortc_communicator_in_use;\n"
-             << "  if (!c || c->world == 1) {\n    ORTC_MEMCPY_ASYNC(" << ptr(res) << ", "
-             << ptr(g.getInput()) << ", " << byteSize(res) << ", s);\n    return;\n  }\n"
-             << "  if (c->all_gather(c->ctx, " << ptr(g.getInput()) << ", " << ptr(res) << ", " << n
+        communicatorOrCopy(ptr(res), ptr(g.getInput()), byteSize(res));
+        body << "  if (c->all_gather(c->ctx, " << ptr(g.getInput()) << ", " << ptr(res) << ", " << n
              << ", " << commDtype(T) << ", stream) != 0) {\n";
         poisonOnFailure("(" + T + " *)" + ptr(res), numElements(res), T);
         launchNote = "the communicator's all-gather of " + std::to_string(n) + " elements per rank";
@@ -702,16 +689,8 @@ LogicalResult emitGpuKernels(ModuleOp module, const TensorTable &table, const Ta
       << target.prelude() << "#include \"ortc_kernel_abi.h\"\n#include \"ortc_gpu_kernels.h\"\n\n"
       << "extern \"C\" const int ortc_kernel_abi_version = ORTC_KERNEL_ABI_VERSION;\n\n";
   // Data-parallel steps: the communicator the runtime installs (kernel_abi.h).
-  if (module
-          .walk([](Operation *op) {
-            return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op)
-                       ? WalkResult::interrupt()
-                       : WalkResult::advance();
-          })
-          .wasInterrupted())
-    out << "static const ortc_communicator *ortc_communicator_in_use = nullptr;\n"
-           "extern \"C\" void ortc_set_communicator(const ortc_communicator *c) {\n"
-           "  ortc_communicator_in_use = c;\n}\n\n";
+  if (usesCommunicator(module))
+    out << kCommunicatorDefinition;
   out << p.kernelUnits(/*split=*/false).front();
   units = {out.str()};
   return success();

@@ -9,8 +9,12 @@
 # the BatchNorm running means they feed (as test/python/test_train_vs_torch.py does). One sample also runs with graph replay off and with ortc's own GEMM
 # (ORTC_GPU_GEMM=ortc) in place of cuBLASLt. Under AdamW each sample is also built with
 # `--recompute selective`, whose run must match the CUDA run without it within 1e-6 relative
-# (RECOMPUTE_TOL; the CPU target's test asks for the same bits). Exit 77 (skipped) where no
-# GPU is visible.
+# (RECOMPUTE_TOL; the CPU target's test asks for the same bits). SPECIAL adds builds of their
+# own: gradient accumulation under a warm-up + cosine schedule (against the CPU target's run
+# with the same flags), and data-parallel artifacts (plain and ZeRO-1) started torchrun-style as
+# a world of one, so that their collectives go through the real NCCL (the runtime's plugin,
+# libnccl.so.2 on the loader's path): the same CPU reference, and within RECOMPUTE_TOL of the
+# plain CUDA run. Exit 77 (skipped) where no GPU is visible.
 #
 # Standard library only (the GPU machine has no package registry): .npz files are read
 # and written here.
@@ -38,6 +42,12 @@ OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--momentum", "0.9", "--weight-decay
               "adamw": ["--optimizer", "adamw"]}
 TOL = 1e-3
 RECOMPUTE_TOL = 1e-6
+# (sample, optimizer, key, build flags, train flags, torchrun-style world of one)
+SPECIAL = [("gpt2", "adamw", "accum-cosine", ["--grad-accum"],
+            ["--grad-accum", "2", "--lr-schedule", "cosine", "--warmup-steps", "2", "--schedule-steps", "5"],
+            False),
+           ("gpt2", "adamw", "dp", ["--data-parallel"], [], True),
+           ("gpt2", "adamw", "dp-zero1", ["--data-parallel", "--zero", "1", "--ranks", "1"], [], True)]
 DTYPES = {"f32": ("<f4", "f", 4), "f64": ("<f8", "d", 8), "i64": ("<i8", "q", 8),
           "i32": ("<i4", "i", 4), "bool": ("|b1", "B", 1)}
 
@@ -141,6 +151,11 @@ def main():
             builds = [("cpu", "cpu", ()), ("cuda", args.target, ())]
             if opt == "adamw":
                 builds.append(("cuda-recompute", args.target, ("--recompute", "selective")))
+            special = [sp for sp in SPECIAL if sp[:2] == (sample, opt)]
+            for _, _, key, more, train_flags, dp in special:
+                if not dp:  # data parallel on one rank has the plain CPU run as reference
+                    builds.append(("cpu-" + key, "cpu", more))
+                builds.append(("cuda-" + key, args.target, more))
             for key, target, more in builds:
                 paths[key] = os.path.join(art, "%s-%s-%s.ortc" % (sample, opt, key))
                 if not args.artifacts:
@@ -159,10 +174,13 @@ def main():
             with open(noise) as f:
                 skip = set(json.load(f))
             if args.prepare:
-                ref, text = train(args.ortc_run, paths["cpu"], feed, art, "%s-%s-cpu" % (sample, opt))
-                if ref is None:
-                    print("FAIL %s %s: cpu run:\n%s" % (sample, opt, text))
-                    return 1
+                cpu_runs = [("cpu", ())] + [("cpu-" + sp[2], sp[4]) for sp in special if not sp[5]]
+                for key, extra in cpu_runs:
+                    ref, text = train(args.ortc_run, paths[key], feed, art, "%s-%s-%s" % (sample, opt, key),
+                                      extra=extra)
+                    if ref is None:
+                        print("FAIL %s %s: %s run:\n%s" % (sample, opt, key, text))
+                        return 1
                 continue
             variants = [("cuda", None, ())]
             if sample == "gpt2" and opt == "adamw":
@@ -193,6 +211,33 @@ def main():
                     sample, opt, name, loss_err, upd_err, "ok" if ok else "FAIL",
                     " (noise only, not compared: %s)" % ", ".join(sorted(skip)) if skip else ""))
             base = runs.get("cuda")
+            for _, _, key, _, extra, dp in special:
+                env = None
+                if dp:
+                    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=str(29400 + len(key)))
+                    sref = ref
+                else:
+                    sref, text = train(args.ortc_run, paths["cpu-" + key], feed, art if args.artifacts else work,
+                                       "%s-%s-cpu-%s" % (sample, opt, key), extra=extra, reuse=bool(args.artifacts))
+                got, text = train(args.ortc_run, paths["cuda-" + key], feed, work,
+                                  "%s-%s-cuda-%s" % (sample, opt, key), env, extra)
+                if got is None or sref is None:
+                    print("FAIL %s %s cuda-%s:\n%s" % (sample, opt, key, text))
+                    failures += 1
+                    continue
+                loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(got[0], sref[0]))
+                upd_err = max(rel(got[1][k], sref[1][k]) for k in sref[1] if k not in skip)
+                ok = loss_err <= TOL and upd_err <= TOL and len(got[0]) == 5
+                note = ""
+                if dp and base:  # one rank through NCCL: the plain CUDA run's numbers
+                    same = max(max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(got[0], base[0])),
+                               max(rel(got[1][k], base[1][k]) for k in base[1] if k in got[1] and k not in skip))
+                    ok = ok and same <= RECOMPUTE_TOL
+                    note = ", vs cuda %.2e" % same
+                failures += not ok
+                print("%-4s %-5s %-15s loss max rel %.2e, update max rel %.2e%s: %s" % (
+                    sample, opt, "cuda-" + key, loss_err, upd_err, note, "ok" if ok else "FAIL"))
             if "cuda-recompute" in paths and base:
                 got, text = train(args.ortc_run, paths["cuda-recompute"], feed, work,
                                   "%s-%s-cuda-recompute" % (sample, opt))

@@ -2,7 +2,7 @@
 # Why: a lent GPU machine has CUDA, PyTorch and minutes of time, but not ortc's compiler (its
 # MLIR libraries stay on the build machine) nor the CPU kernels' libraries (oneDNN). This builds,
 # here, everything test/gpu/on_gpu.sh runs there into one folder (under 64 MiB, what travels):
-# the runtime-only ortc-run, the GEMM check binary, the samples' CUDA artifacts with the CPU
+# the runtime-only ortc-run and its NCCL communicator plugin, the GEMM check binary, the samples' CUDA artifacts with the CPU
 # target's runs as reference (gpu_train_check.py), the zoo's CUDA artifacts (gpu_zoo_check.py) and
 # the benchmark's artifacts and feeds (bench/bench_gpu.py, --no-params).
 #
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 PY=.venv/bin/python
 mkdir -p "$DIR"
-cp build/runtime/ortc-run "$DIR/"
+cp build/runtime/ortc-run build/runtime/libortc_comm_nccl.so "$DIR/"  # the plugin beside the runtime
 cp build/test/gpu/gemm-check/gemm_check "$DIR/"
 $PY test/gpu/gpu_train_check.py --prepare "$DIR/samples"
 rm -rf "$DIR"/samples/*-cpu.ortc  # their runs are kept; the GPU machine cannot load them

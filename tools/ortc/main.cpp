@@ -200,8 +200,9 @@ int main(int argc, char **argv) {
                   "Also build accumulate_step, so that ortc train --grad-accum N can sum "
                   "the gradients of N micro-batches per optimizer step");
   train->add_flag("--data-parallel", b.dataParallel,
-                  "Average the loss and gradients over the ranks of an mpirun (mpirun -np N "
-                  "ortc-run train ...): each rank trains on its own batches");
+                  "Average the loss and gradients over the ranks of a run (mpirun -np N "
+                  "ortc-run train ...; GPU targets also torchrun-style): each rank trains on "
+                  "its own batches");
   train->add_option("--bucket-mb", bucketMb,
                     "--data-parallel: the most MiB of gradients one all-reduce carries "
                     "(PyTorch DDP's bucket_cap_mb)")
