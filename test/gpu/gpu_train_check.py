@@ -26,7 +26,6 @@
 # logs and parameters in DIR: a lent GPU machine lacks the CPU kernels' libraries (oneDNN), and
 # --artifacts DIR there takes the CPU side from those files.
 import argparse
-import io
 import json
 import os
 import random

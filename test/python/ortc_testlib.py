@@ -37,6 +37,12 @@ def mpirun(ranks, args, check=True, env=None, timeout=600):
     return p
 
 
+def log_losses(path):
+    """The loss of every step record of a --log-json file, in order."""
+    with open(path) as f:
+        return [r["loss"] for r in map(json.loads, f) if "loss" in r]
+
+
 def free_port():
     """A TCP port nothing listens on now (for a rendezvous)."""
     import socket
@@ -218,7 +224,6 @@ def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), b
     that the export holds `expect_ops`, that ortc trains PyTorch's parameters and that it meets
     check_oracle on every loss and update. on_artifact(artifact, folder) runs after training;
     train_flags go to `ortc train`, and lr_lambda is their schedule as torch's LambdaLR sees it."""
-    import json
     import warnings
     import torch
     init = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
@@ -242,8 +247,7 @@ def check_sgd_vs_torch(test, model, x, labels, steps, lr, what, expect_ops=(), b
         run([ORTC, "train", art, "--data", os.path.join(d, "feed.npz"), "--steps", str(steps),
              "--lr", str(lr), "--log-json", log, "--save-params", params] + list(train_flags),
             env=env)
-        with open(log) as f:
-            losses = [r["loss"] for r in map(json.loads, f) if "loss" in r]
+        losses = log_losses(log)
         trained = dict(np.load(params))
         if on_artifact:
             on_artifact(art, d)

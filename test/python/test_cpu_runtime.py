@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import ENV, ORTC, ORTC_RUN, TempDir, run, sample_path
+from ortc_testlib import ENV, ORTC, ORTC_RUN, TempDir, log_losses, run, sample_path
 
 LEVELS = ["x86-64-v2", "x86-64-v3", "x86-64-v4"]
 LEVEL_FLAGS = {  # each level adds these /proc/cpuinfo flags to the one below
@@ -158,8 +158,7 @@ class Fusion(unittest.TestCase):
                     log = os.path.join(d, "%s%s.jsonl" % (mode, threads))
                     run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--seed", "7", "--lr", "0.1",
                          "--threads", threads, "--save-params", out, "--log-json", log, "--quiet"])
-                    with open(log) as f:
-                        losses = [json.loads(line)["loss"] for line in f]
+                    losses = log_losses(log)
                     got[mode, threads] = losses, dict(np.load(out))
             for threads in ("1", "2"):
                 (l0, p0), (l1, p1) = got["none", threads], got["default", threads]
@@ -202,8 +201,7 @@ class NoParams(unittest.TestCase):
                 log = os.path.join(d, "log.jsonl")
                 run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--quiet", "--log-json", log]
                     + list(extra))
-                with open(log) as f:
-                    return [json.loads(line)["loss"] for line in f]
+                return log_losses(log)
 
             init = os.path.join(d, "init.npz")
             run([ORTC_RUN, "train", full, "--data", data, "--steps", "0", "--save-params", init])
@@ -417,8 +415,7 @@ class CpuLevels(unittest.TestCase):
                 art, _ = self.build(d, "--cpu", level)
                 log = os.path.join(d, level + ".jsonl")
                 run([ORTC_RUN, "train", art, "--data", data, "--steps", "3", "--log-json", log])
-                with open(log) as f:
-                    losses[level] = [json.loads(line)["loss"] for line in f]
+                losses[level] = log_losses(log)
             self.assertIn("x86-64-v2", losses)
             for level, ls in losses.items():
                 np.testing.assert_allclose(ls, losses["x86-64-v2"], rtol=1e-5, err_msg=level)

@@ -23,11 +23,6 @@ def mpirun(args, check=True):
     return ortc_testlib.mpirun(RANKS, args, check)
 
 
-def losses_of(log):
-    with open(log) as f:
-        return [json.loads(line)["loss"] for line in f]
-
-
 def split_steps(ref, ranks):
     """The reference's per-step batches (steps/<input> [S, B, ...]) as a feed of S * ranks
     batches of B / ranks: batch s * ranks + r is rank r's share of step s."""
@@ -59,7 +54,7 @@ class DataParallel(unittest.TestCase):
         trained = dict(np.load(params))
         upd, upd64, upd32 = updates_vs_reference(ref, ref32, trained, adamw)
         self.assertGreater(len(upd), 0)
-        failures, worst = check_oracle(losses_of(log), ref["losses"], ref32["losses"], upd, upd64,
+        failures, worst = check_oracle(ortc_testlib.log_losses(log), ref["losses"], ref32["losses"], upd, upd64,
                                        upd32, what)
         print("%s: worst loss err %.1e (torch f32 %.1e), update err %.1e (torch f32 %.1e)"
               % (what, worst["loss"], worst["loss32"], worst["update"], worst["update32"]))

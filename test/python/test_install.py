@@ -4,7 +4,6 @@
 # API to the loss `ortc train` reports for the same feed.
 import os
 import shutil
-import subprocess
 import unittest
 
 import numpy as np

@@ -10,7 +10,7 @@ import unittest
 
 import numpy as np
 
-from ortc_testlib import BUILD, ORTC, TempDir, run, sample_path
+from ortc_testlib import BUILD, ORTC, TempDir, log_losses, run, sample_path
 
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import ortc  # noqa: E402  (the module built in BUILD/python)
@@ -43,8 +43,7 @@ class PythonBinding(unittest.TestCase):
         log, params = os.path.join(self.d, "log.jsonl"), os.path.join(self.d, "p.npz")
         run([ORTC, "train", self.art, "--data", self.feed, "--steps", str(STEPS), "--lr", str(LR),
              "--log-json", log, "--save-params", params])
-        with open(log) as f:
-            want = [json.loads(line)["loss"] for line in f]
+        want = log_losses(log)
         s = ortc.Artifact(self.art).session()
         got = [s.step(self.batch(i), lr=LR)["loss"] for i in range(STEPS)]
         # The log's 9 digits name each float32 loss exactly.
@@ -112,9 +111,7 @@ class PythonBinding(unittest.TestCase):
         rest = os.path.join(self.d, "rest.jsonl")
         run([ORTC, "train", self.art, "--data", self.feed, "--steps", "2",
              "--lr", str(LR), "--load-checkpoint", ckpt, "--log-json", rest])
-        with open(log) as a, open(rest) as b:
-            whole = [json.loads(line)["loss"] for line in a]
-            resumed = [json.loads(line)["loss"] for line in b]
+        whole, resumed = log_losses(log), log_losses(rest)
         self.assertEqual(whole[3:], resumed)
         t = ortc.Artifact(self.art).session()
         t.load_checkpoint(ckpt)

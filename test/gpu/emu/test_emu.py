@@ -477,7 +477,7 @@ class EmulatedDataParallel(unittest.TestCase):
     halves of each batch, judged like the CPU target's data-parallel runs: against PyTorch's
     float64 run of the whole batch."""
     def check(self, target, flags, ref_flags, lr, launch="mpirun"):
-        from test_data_parallel import losses_of, split_steps
+        from test_data_parallel import split_steps
         with tl.TempDir() as d:
             ref = tl.reference("mlp", d, "--dtype", "float64", "--steps", "3", "--lr", str(lr),
                                "--batches-per-step", "--batch", "4", *ref_flags)
@@ -500,7 +500,7 @@ class EmulatedDataParallel(unittest.TestCase):
                 tl.torchrun(2, args, env=env)
             upd, upd64, upd32 = tl.updates_vs_reference(ref, ref32, dict(np.load(params)),
                                                         "adamw" in ref_flags)
-            failures, worst = tl.check_oracle(losses_of(log), ref["losses"], ref32["losses"], upd,
+            failures, worst = tl.check_oracle(tl.log_losses(log), ref["losses"], ref32["losses"], upd,
                                               upd64, upd32, "%s, 2 ranks" % target)
             self.assertFalse(failures, "\n".join(failures))
 
