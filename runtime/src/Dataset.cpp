@@ -290,8 +290,19 @@ bool Dataset::read(int64_t b, std::vector<std::string> &out, std::string &error)
     slice.name = t.name;
     slice.dtype = m.dtype;
     slice.shape = t.shape;
-    if (m.indexed) {
-      if (!npz::readSlice(m.plainNpy ? m.entry : s.path, m, at, bytes, slice.data, error))
+    if (m.plainNpy) {
+      std::unique_ptr<npz::MappedNpy> &map = mapped[m.entry];
+      if (!map) {
+        map = std::make_unique<npz::MappedNpy>();
+        if (!map->open(m.entry, error)) {
+          map.reset();
+          return false;
+        }
+      }
+      if (!map->copy(m, at, bytes, slice.data, error))
+        return false;
+    } else if (m.indexed) {
+      if (!npz::readSlice(s.path, m, at, bytes, slice.data, error))
         return false;
     } else {
       auto it = inflated.find(s.member[i]);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -74,6 +75,8 @@ private:
   /// Deflated members of the shard last read, inflated whole.
   int cachedShard = -1;
   std::map<int, npz::Array> inflated;
+  /// The .npy arrays of a folder feed, mapped at their first read.
+  std::map<std::string, std::unique_ptr<npz::MappedNpy>> mapped;
 };
 
 /// Which batch micro-batch `m` (counted from the start of training) reads: epoch m / K,

@@ -17,6 +17,7 @@
 #include <limits>
 #include <sstream>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -632,6 +633,43 @@ bool readSlice(const std::string &path, const Member &m, uint64_t offset, uint64
     error = path + ": array '" + m.name + "' is shorter than its header says";
     return false;
   }
+  return true;
+}
+
+MappedNpy::~MappedNpy() {
+  if (base)
+    munmap(const_cast<char *>(base), size_t(size));
+}
+
+bool MappedNpy::open(const std::string &file, std::string &error) {
+  File f;
+  if (!f.open(file, error))
+    return false;
+  path = file;
+  size = f.size;
+  if (size == 0)
+    return true; // nothing to map; copy() reports any read past the end
+  void *p = mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, f.fd, 0);
+  if (p == MAP_FAILED) {
+    error = "cannot map " + file + ": " + std::strerror(errno);
+    return false;
+  }
+  base = static_cast<const char *>(p);
+  return true;
+}
+
+bool MappedNpy::copy(const Member &m, uint64_t offset, uint64_t bytes, std::string &out,
+                     std::string &error) const {
+  uint64_t at = m.arrayAt + offset;
+  if (!m.indexed || at < m.arrayAt || at > size || size - at < bytes) {
+    error = path + ": array '" + m.name + "' is shorter than its header says";
+    return false;
+  }
+  out.assign(base + at, size_t(bytes));
+  // Drop every page of the mapping from this process (the page cache keeps them): not
+  // only the slice's, since the kernel maps pages around a fault (fault-around, large
+  // folios) too. Walking the page tables of an almost empty mapping costs little.
+  madvise(const_cast<char *>(base), size_t(size), MADV_DONTNEED);
   return true;
 }
 

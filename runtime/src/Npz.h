@@ -81,6 +81,28 @@ bool readMember(const std::string &path, const Member &m, Array &out, std::strin
 /// Reads `bytes` bytes of an indexed member's array data from byte `offset`.
 bool readSlice(const std::string &path, const Member &m, uint64_t offset, uint64_t bytes,
                std::string &out, std::string &error);
+/// A .npy file mapped read-only (numpy's mmap_mode='r'): streamed feeds copy each
+/// batch out of the mapping and then drop the mapping's pages from the process
+/// (MADV_DONTNEED; they stay in the page cache), so the resident memory stays one batch
+/// however large the array is.
+class MappedNpy {
+public:
+  MappedNpy() = default;
+  MappedNpy(const MappedNpy &) = delete;
+  MappedNpy &operator=(const MappedNpy &) = delete;
+  ~MappedNpy();
+  bool open(const std::string &path, std::string &error);
+  /// Copies `bytes` bytes of the array data of `m` (indexNpyFile of this file) from byte
+  /// `offset` into `out`.
+  bool copy(const Member &m, uint64_t offset, uint64_t bytes, std::string &out,
+            std::string &error) const;
+
+private:
+  std::string path;
+  const char *base = nullptr;
+  uint64_t size = 0;
+};
+
 /// Serialises one array as a .npy (format 1.0) image.
 std::string makeNpy(const ArrayRef &array);
 
