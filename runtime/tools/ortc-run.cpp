@@ -3,7 +3,7 @@
 // Why: a model.ortc folder should train on a machine that has no MLIR, LLVM,
 // protobuf or Python. This binary is the runtime's train loop behind a tiny,
 // hand-written command line (no CLI library, to stay small). Exit codes: 0 ok,
-// 1 runtime error ("ortc-run: error: ..."), 2 usage error ("ortc-run: usage error: ...").
+// 1 runtime error ("ortc-run: error: ..."), 2 usage error ("ortc-run: error: ..." too: every error line starts the same).
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/runtime.h"
@@ -69,7 +69,7 @@ const char *kHelp =
     "Exit status: 0 success, 1 error, 2 usage error.\n";
 
 int usageError(const std::string &message) {
-  std::cerr << "ortc-run: usage error: " << message << "\n"
+  std::cerr << "ortc-run: error: " << message << "\n"
             << kUsage << "Run 'ortc-run --help' for the options.\n";
   return 2;
 }

@@ -36,7 +36,7 @@ using namespace mlir;
 namespace {
 
 int usage(const char *msg) {
-  llvm::errs() << "ortc-eval: usage error: " << msg
+  llvm::errs() << "ortc-eval: error: " << msg
                << "\nusage: ortc-eval MODEL.onnx --inputs FEED.npz -o OUT.npz [--dim N=V]... "
                   "[--gradients] [--f32] [--no-dropout] [--seed S] [--labels NAME] [--fused]\n";
   return 2;

@@ -405,7 +405,7 @@ int main(int argc, char **argv) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
-      std::cerr << "ortc: usage error: unknown command '" << argv[1] << "' (commands: " << names
+      std::cerr << "ortc: error: unknown command '" << argv[1] << "' (commands: " << names
                 << ")\nRun 'ortc --help' for usage.\n";
       return 2;
     }
@@ -421,22 +421,22 @@ int main(int argc, char **argv) {
                                    ORTC_LLVM_VERSION + ", ONNX opsets 7-28)");
     return 0;
   } catch (const CLI::ParseError &e) {
-    std::cerr << "ortc: usage error: " << e.what() << "\nRun 'ortc --help' for usage.\n";
+    std::cerr << "ortc: error: " << e.what() << "\nRun 'ortc --help' for usage.\n";
     return 2;
   }
   if (std::string why = parseDims(dims, b.dims); !why.empty()) {
-    std::cerr << "ortc: usage error: " << why << "\n";
+    std::cerr << "ortc: error: " << why << "\n";
     return 2;
   }
   if (!parseShapes(shapes, b.shapes)) {
-    std::cerr << "ortc: usage error: --shape takes INPUT=AxBxC with every dim >= 1\n";
+    std::cerr << "ortc: error: --shape takes INPUT=AxBxC with every dim >= 1\n";
     return 2;
   }
   if (build->parsed()) {
     if (!stopAfter.empty()) {
       b.stopAfter = ortc::parsePhase(stopAfter);
       if (!b.stopAfter) {
-        std::cerr << "ortc: usage error: --stop-after " << stopAfter
+        std::cerr << "ortc: error: --stop-after " << stopAfter
                   << ": not a phase (phases: " << phases << ")\n";
         return 2;
       }
@@ -448,7 +448,7 @@ int main(int argc, char **argv) {
     b.argv.assign(argv, argv + argc);
     if (std::string why = checkBuildFlags(*build, b, b.stopAfter || b.emitMlir, emitFile);
         !why.empty()) {
-      std::cerr << "ortc: usage error: " << why << "\n";
+      std::cerr << "ortc: error: " << why << "\n";
       return 2;
     }
     return ortc::runBuild(b);
@@ -460,7 +460,7 @@ int main(int argc, char **argv) {
     return ortc::runInspect(b);
   }
   if (std::string why = ortc::checkTrainOptions(t); !why.empty()) {
-    std::cerr << "ortc: usage error: " << why << "\n";
+    std::cerr << "ortc: error: " << why << "\n";
     return 2;
   }
   return ortc::runTrainLoop(t);

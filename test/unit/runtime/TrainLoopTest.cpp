@@ -313,13 +313,13 @@ TEST(OrtcRun, CommandLine) {
   EXPECT_EQ(run(""), 2);
   EXPECT_EQ(run("fit x"), 2);
   EXPECT_EQ(run("train " + f.artifact.dir + " --data " + f.options.data + " --bogus"), 2);
-  EXPECT_NE(readBytes(log).find("ortc-run: usage error: unknown option '--bogus'"),
+  EXPECT_NE(readBytes(log).find("ortc-run: error: unknown option '--bogus'"),
             std::string::npos);
   EXPECT_EQ(run("train " + f.artifact.dir + " --data " + f.options.data + " --steps x"), 2);
   // A learning rate that is not a finite number >= 0 is refused before any step.
   for (const char *lr : {"nan", "-1", "inf"}) {
     EXPECT_EQ(run("train " + f.artifact.dir + " --data " + f.options.data + " --lr " + lr), 2) << lr;
-    EXPECT_NE(readBytes(log).find("ortc-run: usage error: --lr needs a finite number >= 0, got '" +
+    EXPECT_NE(readBytes(log).find("ortc-run: error: --lr needs a finite number >= 0, got '" +
                                   std::string(lr) + "'"),
               std::string::npos)
         << readBytes(log);
