@@ -116,6 +116,123 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
   ORTC_KERN_PRAGMA(omp parallel for simd schedule(static) if (parallel :       \
       (work) > ::ortc::kern::detail::kParallelWork))
 
+// ---- 16-bit floats: storage only -------------------------------------------------
+// float16 (IEEE binary16) and bfloat16 tensors are stored in 16 bits and computed in
+// float: these types only hold the bits, and ortc_cvt converts. Float to 16 bits rounds
+// to nearest, ties to even, as the GPUs' conversion instructions, F16C and PyTorch do:
+// magnitudes past the largest finite value's half ulp become infinity, float16's
+// subnormals are kept, and any NaN becomes a quiet NaN of the same sign (its payload's
+// top bits kept). 16 bits to float is exact. The F16C instructions (x86-64-v3 and up)
+// give the same bits as the integer code (test/unit/kernels/LowPrecisionTest.cpp checks
+// all 2^32 floats both ways). The GPU targets' preludes spell the same names with the
+// vendors' types (__half, __nv_bfloat16).
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+struct ortc_half {
+  uint16_t bits;
+};
+struct ortc_bf16 {
+  uint16_t bits;
+};
+
+namespace ortc {
+namespace kern {
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+/// Round-to-nearest-even of the float with bits `u` to bfloat16 (branch-free: the
+/// loops over it vectorise).
+inline uint16_t floatToBf16Bits(uint32_t u) {
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t quiet = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+inline float bf16BitsToFloat(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
+/// Round-to-nearest-even of the float with bits `u` to float16 (integer arithmetic).
+inline uint16_t floatToHalfBitsScalar(uint32_t u) {
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu, e = a >> 23, m = a & 0x7fffffu;
+  if (a > 0x7f800000u) // NaN: quiet, the payload's top bits kept
+    return uint16_t(sign | 0x7e00u | (m >> 13));
+  if (a >= 0x477ff000u) // 65520 and up (the half ulp past 65504): infinity
+    return uint16_t(sign | 0x7c00u);
+  uint32_t k, shift;
+  if (a >= 0x38800000u) { // normal half: 2^-14 and up
+    k = ((e - 112u) << 10) | (m >> 13);
+    shift = 13;
+    m &= 0x1fffu;
+  } else { // subnormal half (or zero): k units of 2^-24
+    if (e < 102u)
+      return sign; // below 2^-25: rounds to zero
+    shift = 126u - e; // |f| * 2^24 = (m | 2^23) >> shift, shift in [14, 24]
+    uint32_t full = m | 0x800000u;
+    k = full >> shift;
+    m = full & ((1u << shift) - 1u);
+  }
+  uint32_t half = 1u << (shift - 1);
+  if (m > half || (m == half && (k & 1u)))
+    ++k; // a carry into the exponent is the right encoding
+  return uint16_t(sign | k);
+}
+inline uint16_t floatToHalfBits(uint32_t u) {
+#if defined(__F16C__)
+  return uint16_t(_cvtss_sh(bitsFloat(u), _MM_FROUND_TO_NEAREST_INT));
+#else
+  return floatToHalfBitsScalar(u);
+#endif
+}
+/// Exact float16 to float (integer arithmetic); NaNs come out quiet.
+inline float halfBitsToFloatScalar(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) { // zero or subnormal: m * 2^-24, exact in float
+    float v = float(m) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  if (e == 31) // infinity, or NaN made quiet (as F16C does), its payload carried over
+    return bitsFloat(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
+  return bitsFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+inline float halfBitsToFloat(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return halfBitsToFloatScalar(h);
+#endif
+}
+} // namespace kern
+} // namespace ortc
+
+/// Element conversion of generated kernels: static_cast, except to and from the 16-bit
+/// floats, which go through float.
+template <typename D, typename S> inline D ortc_cvt(S s) { return static_cast<D>(s); }
+template <typename D> inline D ortc_cvt(ortc_half h) {
+  return static_cast<D>(ortc::kern::halfBitsToFloat(h.bits));
+}
+template <typename D> inline D ortc_cvt(ortc_bf16 h) {
+  return static_cast<D>(ortc::kern::bf16BitsToFloat(h.bits));
+}
+template <> inline ortc_half ortc_cvt<ortc_half, float>(float f) {
+  return {ortc::kern::floatToHalfBits(ortc::kern::floatBits(f))};
+}
+template <> inline ortc_bf16 ortc_cvt<ortc_bf16, float>(float f) {
+  return {ortc::kern::floatToBf16Bits(ortc::kern::floatBits(f))};
+}
+template <> inline ortc_half ortc_cvt<ortc_half, double>(double d) {
+  return ortc_cvt<ortc_half, float>(float(d)); // as PyTorch: through float
+}
+template <> inline ortc_bf16 ortc_cvt<ortc_bf16, double>(double d) {
+  return ortc_cvt<ortc_bf16, float>(float(d));
+}
+
 namespace ortc {
 namespace kern {
 
