@@ -39,6 +39,10 @@ std::string cType(Type elt) {
     return "int32_t";
   if (elt.isInteger(1))
     return "uint8_t";
+  if (elt.isF16())
+    return "ortc_half"; // storage; the kernel library (and the GPU preludes) define it
+  if (elt.isBF16())
+    return "ortc_bf16";
   return "";
 }
 
@@ -364,10 +368,15 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
           e = minOf(e, cLiteral(c.getMax()->convertToDouble(), T, sp));
         return e;
       })
-      .Case([&](CastOp) {
-        return typeOf(op->getResult(0)).getElementType().isInteger(1)
-                   ? flag(a[0] + " != 0")
-                   : "static_cast<" + T + ">(" + a[0] + ")";
+      .Case([&](CastOp c) {
+        // 16-bit floats convert through float (ortc_cvt: round to nearest even).
+        Type from = typeOf(c.getX()).getElementType(), to = typeOf(c.getResult()).getElementType();
+        std::string x = isa<Float16Type, BFloat16Type>(from) ? "ortc_cvt<float>(" + a[0] + ")" : a[0];
+        if (to.isInteger(1))
+          return flag(x + " != 0");
+        if (isa<Float16Type, BFloat16Type>(to))
+          return "ortc_cvt<" + T + ">(static_cast<float>(" + x + "))";
+        return "static_cast<" + T + ">(" + x + ")";
       })
       .Case([&](AddOp) { return a[0] + " + " + a[1]; })
       .Case([&](SubOp) { return a[0] + " - " + a[1]; })
@@ -1023,8 +1032,50 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   return success();
 }
 
+/// 16-bit floats (float16, bfloat16) are storage between Casts so far: the CPU target
+/// holds them in 16 bits and converts (ortc_cvt); no kernel computes in them, and the
+/// step's inputs and outputs are 32/64-bit. Anything else names the node.
+static LogicalResult checkSixteenBitFloats(func::FuncOp f, bool castsSupported,
+                                           const std::string &target, std::string &error) {
+  auto sixteen = [](Value v) {
+    return isa<Float16Type, BFloat16Type>(typeOf(v).getElementType());
+  };
+  auto dtypeOf = [](Value v) {
+    return typeOf(v).getElementType().isF16() ? std::string("float16") : std::string("bfloat16");
+  };
+  for (BlockArgument a : f.getArguments())
+    if (sixteen(a)) {
+      error = "@" + f.getSymName().str() + ": input '" + argName(f, a.getArgNumber()) + "' is " +
+              dtypeOf(a) + ": ortc trains models whose inputs and weights are float32 or float64 " +
+              "(16-bit floats only between Casts inside the graph, so far)";
+      return failure();
+    }
+  WalkResult r = f.walk([&](Operation *op) {
+    if (isa<FusedOp, YieldOp, func::ReturnOp>(op))
+      return WalkResult::advance();
+    for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+      if (!sixteen(v))
+        continue;
+      if (isa<CastOp>(op) && castsSupported)
+        continue;
+      error = "node '" + nodeName(op->getLoc()) + "' (" + op->getName().getStringRef().str() +
+              ") computes in " + dtypeOf(v) + ": " +
+              (isa<CastOp>(op) ? target + " does not convert to and from 16-bit floats yet"
+                               : std::string("16-bit floats are storage between Casts so far (float32 "
+                                             "compute; ortc build --precision is to come)"));
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(r.wasInterrupted());
+}
+
 LogicalResult KernelPrinter::emitModule(ModuleOp module, std::vector<FunctionKernels> &functions,
                                         std::string &error) {
+  for (const std::string &name : stepFunctionNames(module))
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      if (failed(checkSixteenBitFloats(f, sixteenBitCasts(), targetDescription(), error)))
+        return failure();
   for (const std::string &name : stepFunctionNames(module)) {
     auto f = module.lookupSymbol<func::FuncOp>(name);
     if (!f) {

@@ -214,9 +214,15 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](CastOp c) {
         EvalTensor<T> out = make(c.getResult());
         const EvalTensor<T> &x = get(c.getX());
-        bool toBool = cast<RankedTensorType>(c.getType()).getElementType().isInteger(1);
+        Type to = cast<RankedTensorType>(c.getType()).getElementType();
+        bool toBool = to.isInteger(1);
         for (int64_t k = 0; k < out.numel(); ++k) {
           double v = x.isFloat ? double(x.f[k]) : double(x.i[k]);
+          // 16-bit floats: the value the generated code stores (through float, as PyTorch).
+          if (to.isF16())
+            v = double(ortc_cvt<float>(ortc_cvt<ortc_half>(v)));
+          else if (to.isBF16())
+            v = double(ortc_cvt<float>(ortc_cvt<ortc_bf16>(v)));
           if (out.isFloat)
             out.f[k] = static_cast<T>(v);
           else
