@@ -48,6 +48,7 @@ private:
     return "  (void)ptrs;\n  ortcStream_t s = (ortcStream_t)stream;\n  (void)s;\n";
   }
   std::string targetDescription() const override { return "the " + target.displayName + " target"; }
+  bool sixteenBitCasts() const override { return true; }
   void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) override {
     body << "  ORTC_MEMCPY_ASYNC(" << dest << ", " << src << ", " << bytes << ", s);\n";
   }

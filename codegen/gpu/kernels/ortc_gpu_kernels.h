@@ -32,6 +32,13 @@
 #error "include the target prelude (ORTC_WARP_SIZE...) before ortc_gpu_kernels.h"
 #endif
 
+/// Element conversion of generated kernels (the CPU's ortc_cvt): static_cast, which for
+/// float16 / bfloat16 (ortc_half, ortc_bf16) is the vendors' round-to-nearest-even
+/// conversion from float, or the exact one to float.
+template <typename D, typename S> __host__ __device__ inline D ortc_cvt(S s) {
+  return static_cast<D>(s);
+}
+
 namespace ortc {
 namespace gpu {
 

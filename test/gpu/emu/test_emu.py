@@ -452,6 +452,20 @@ class EmulatedTrainingRun(unittest.TestCase):
                 np.testing.assert_allclose(runs[policy][1][k], v, rtol=1e-6, atol=1e-7,
                                            err_msg="%s: %s" % (policy, k))
 
+    def test_sixteen_bit_casts_train_as_pytorch_rounds(self):
+        """float16 and bfloat16 round trips (test_sixteen_bit_casts's net): the vendors'
+        conversions on the emulated device against PyTorch's float64 run."""
+        import torch
+        import test_sixteen_bit_casts as sb
+        rng = np.random.RandomState(0)
+        x = (rng.randn(sb.BATCH, sb.INPUT) * 3).astype(np.float32)
+        labels = rng.randint(0, sb.CLASSES, size=sb.BATCH).astype(np.int64)
+        for target in TARGETS:
+            torch.manual_seed(0)
+            tl.check_sgd_vs_torch(self, sb.CastNet(), x, labels, sb.STEPS, sb.LR,
+                                  "16-bit casts on emulated " + target, expect_ops=("Cast",),
+                                  build_flags=["--target", target], env=flavour_env(target))
+
     def test_out_of_range_labels_are_named_on_the_gpu_target(self):
         """Labels are checked against the manifest's index ranges before a GPU step runs, as
         on the CPU: the run stops naming the input, element, value and range, and the step
