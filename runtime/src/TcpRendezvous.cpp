@@ -95,9 +95,9 @@ struct TcpRendezvous::State {
         if (leaving)
           return;
         std::fprintf(stderr,
-                     "ortc: error: rank %d: a peer of the data-parallel run (through %s) ended "
+                     "%s: error: rank %d: a peer of the data-parallel run (through %s) ended "
                      "without finishing; stopping this rank too\n",
-                     rank, where.c_str());
+                     program_invocation_short_name, rank, where.c_str());
         std::_Exit(1);
       }
     }

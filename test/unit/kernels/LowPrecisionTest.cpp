@@ -106,26 +106,25 @@ int64_t sweep(const Format &f, uint32_t &firstBad) {
   return bad;
 }
 
-TEST(LowPrecision, FloatToHalfRoundsToNearestEvenOnEveryFloat) {
-  Format f{"float16", 0x7c00, decodeHalf, [](uint32_t u) {
-             return ortc_cvt<ortc_half>(bitsFloat(u)).bits;
-           }};
+/// ortc_cvt<T> of every float against the reference rounding of `f`.
+void expectEveryFloatRounds(Format f) {
   f.build();
   uint32_t first = 0;
   int64_t bad = sweep(f, first);
-  EXPECT_EQ(bad, 0) << "first: float bits 0x" << std::hex << first << " -> 0x"
-                    << ortc_cvt<ortc_half>(bitsFloat(first)).bits;
+  EXPECT_EQ(bad, 0) << f.name << ": first wrong: float bits 0x" << std::hex << first << " -> 0x"
+                    << f.ours(first);
+}
+
+TEST(LowPrecision, FloatToHalfRoundsToNearestEvenOnEveryFloat) {
+  expectEveryFloatRounds({"float16", 0x7c00, decodeHalf, [](uint32_t u) {
+                            return ortc_cvt<ortc_half>(bitsFloat(u)).bits;
+                          }});
 }
 
 TEST(LowPrecision, FloatToBf16RoundsToNearestEvenOnEveryFloat) {
-  Format f{"bfloat16", 0x7f80, decodeBf16, [](uint32_t u) {
-             return ortc_cvt<ortc_bf16>(bitsFloat(u)).bits;
-           }};
-  f.build();
-  uint32_t first = 0;
-  int64_t bad = sweep(f, first);
-  EXPECT_EQ(bad, 0) << "first: float bits 0x" << std::hex << first << " -> 0x"
-                    << ortc_cvt<ortc_bf16>(bitsFloat(first)).bits;
+  expectEveryFloatRounds({"bfloat16", 0x7f80, decodeBf16, [](uint32_t u) {
+                            return ortc_cvt<ortc_bf16>(bitsFloat(u)).bits;
+                          }});
 }
 
 TEST(LowPrecision, SixteenBitsToFloatIsExact) {
