@@ -21,6 +21,8 @@
 #
 #   gpu_train_check.py --ortc BUILD/tools/ortc/ortc --ortc-run BUILD/runtime/ortc-run
 #                      [--artifacts DIR]  (prebuilt <sample>-<opt>-<target>.ortc + feeds)
+#                      [--samples NAME...] [--model NAME=PATH.onnx ...] (more models, trained
+#                      like the samples: a batch dim named 'batch', logits, labels)
 #
 # --prepare DIR builds those artifacts and feeds and also trains the CPU ones here, leaving their
 # logs and parameters in DIR: a lent GPU machine lacks the CPU kernels' libraries (oneDNN), and
@@ -115,10 +117,15 @@ def train(ortc_run, artifact, feed, work, tag, env=None, extra=(), reuse=False):
     return (losses, {k: [a - b for a, b in zip(after[k], before[k])] for k in after}), ""
 
 
-def noise_only(ortc_eval, sample, feed, work):
+def model_path(sample, models):
+    """A sample's .onnx, or the one --model NAME=PATH names."""
+    return models.get(sample) or os.path.join(ROOT, "samples", sample, sample + ".onnx")
+
+
+def noise_only(ortc_eval, onnx_path, sample, feed, work):
     """Parameters whose float64 gradient at the start is zero up to rounding (see the top)."""
     out = os.path.join(work, sample + "-eval.npz")
-    code, text = run([ortc_eval, os.path.join(ROOT, "samples", sample, sample + ".onnx"), "--inputs", feed,
+    code, text = run([ortc_eval, onnx_path, "--inputs", feed,
                       "-o", out, "--dim", "batch=4", "--gradients", "--no-dropout", "--labels", "labels"])
     if code != 0:
         raise SystemExit("FAIL %s: ortc-eval:\n%s" % (sample, text))
@@ -134,7 +141,9 @@ def main():
     ap.add_argument("--ortc-eval", default=os.path.join(ROOT, "build/tools/ortc-eval/ortc-eval"))
     ap.add_argument("--artifacts", help="prebuilt artifacts (see --prepare)")
     ap.add_argument("--prepare", help="only build the artifacts and feeds into this folder")
-    ap.add_argument("--samples", nargs="+", default=SAMPLES)
+    ap.add_argument("--samples", nargs="*", default=SAMPLES)
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                    help="also train this .onnx (a batch dim named 'batch', logits, labels) like a sample")
     ap.add_argument("--target", default="cuda", help=argparse.SUPPRESS)  # cpu: test this script
     args = ap.parse_args()
     if args.target == "cuda" and not args.prepare and not os.path.exists("/dev/nvidia0") and not os.path.isdir("/proc/driver/nvidia/gpus"):
@@ -143,8 +152,9 @@ def main():
     work = args.prepare or tempfile.mkdtemp(prefix="ortc-gpu-")
     os.makedirs(work, exist_ok=True)
     art = args.artifacts or work
+    more_models = dict(m.split("=", 1) for m in args.model)
     failures = 0
-    for sample in args.samples:
+    for sample in args.samples + sorted(more_models):
         for opt, flags in OPTIMIZERS.items():
             paths = {}
             builds = [("cpu", "cpu", ()), ("cuda", args.target, ())]
@@ -158,7 +168,7 @@ def main():
             for key, target, more in builds:
                 paths[key] = os.path.join(art, "%s-%s-%s.ortc" % (sample, opt, key))
                 if not args.artifacts:
-                    code, text = run([args.ortc, "build", os.path.join(ROOT, "samples", sample, sample + ".onnx"),
+                    code, text = run([args.ortc, "build", model_path(sample, more_models),
                                       "--dim", "batch=4", "--target", target, "-o", paths[key]] + flags + list(more))
                     if code != 0:
                         print("FAIL %s %s: build for %s:\n%s" % (sample, opt, target, text))
@@ -169,7 +179,7 @@ def main():
                 write_feed(json.load(open(os.path.join(paths["cpu"], "manifest.json"))), feed)
             if not args.artifacts and not os.path.exists(noise):
                 with open(noise, "w") as f:
-                    json.dump(noise_only(args.ortc_eval, sample, feed, work), f)
+                    json.dump(noise_only(args.ortc_eval, model_path(sample, more_models), sample, feed, work), f)
             with open(noise) as f:
                 skip = set(json.load(f))
             if args.prepare:
