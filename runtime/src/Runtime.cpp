@@ -448,9 +448,40 @@ struct ortc_session {
     }
   }
   ortc_status pullAll(unsigned roles);
+  /// The kernels of `function`, in order (ortc_run after its checks).
+  ortc_status runKernels(const ortc::FunctionDesc &f, const char *function);
+  /// Whether the run just made was refused on the device: its boolean "finite" output
+  /// false, or (a function without one, such as eval_step) a loss output not finite.
+  ortc_status refusedOnDevice(const ortc::FunctionDesc &f, bool &refused) {
+    refused = false;
+    std::optional<size_t> flag, loss;
+    for (const std::string &out : f.outputs) {
+      size_t i = m().byName.at(out);
+      const TensorDesc &t = m().tensors[i];
+      if (t.numel != 1)
+        continue;
+      if (out == "finite" && t.dtype == "bool")
+        flag = i;
+      else if (t.role == "loss" && (t.dtype == "f32" || t.dtype == "f64"))
+        loss = i;
+    }
+    std::optional<size_t> which = flag ? flag : loss;
+    if (!which)
+      return ORTC_OK;
+    if (ortc_status st = pull(*which))
+      return st;
+    const void *p = bufs[*which];
+    if (flag)
+      refused = *static_cast<const uint8_t *>(p) == 0;
+    else
+      refused = !std::isfinite(m().tensors[*which].dtype == "f32"
+                                   ? double(*static_cast<const float *>(p))
+                                   : *static_cast<const double *>(p));
+    return ORTC_OK;
+  }
   /// Every element of the function's index inputs (manifest "index_inputs": class
   /// labels, token ids) within its range, else an error naming the input, the
-  /// element, its value and the valid range: the kernels would compute NaN from it.
+  /// element, its value and the valid range (after the device refused a step).
   ortc_status checkIndexInputs(const ortc::FunctionDesc &f, const std::string &function) const {
     for (const ortc::IndexInputDesc &r : f.indexInputs) {
       size_t i = m().byName.at(r.input);
@@ -946,17 +977,28 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
     if (!s->bound[s->m().byName.at(in)])
       return fail(ORTC_ERR_INVALID_ARGUMENT,
                   std::string(function) + ": input '" + in + "' was never bound (ortc_bind_input)");
-  if (ortc_status st = s->checkIndexInputs(fn->second, function))
+  ortc_status st = s->runKernels(fn->second, function);
+  if (st != ORTC_OK || fn->second.indexInputs.empty())
     return st;
-  const std::vector<void *> &kernels = s->art->kernels.at(function);
-  if (s->art->gpu)
-    return guarded([&] { return s->runGpu(function, kernels); });
-  if (int n = s->art->threads; n > 0 && s->art->setOmpThreads)
-    s->art->setOmpThreads(n);
-  const auto &args = s->launchArgs.at(function);
+  // The kernels check index inputs on the device: a bad one poisons what it feeds, so
+  // the step's finite flag refuses it (nothing changes). Only then does the host look
+  // for the element to name.
+  bool refused = false;
+  if (ortc_status r = s->refusedOnDevice(fn->second, refused); r != ORTC_OK || !refused)
+    return r;
+  return s->checkIndexInputs(fn->second, function);
+}
+
+ortc_status ortc_session::runKernels(const ortc::FunctionDesc &f, const char *function) {
+  const std::vector<void *> &kernels = art->kernels.at(function);
+  if (art->gpu)
+    return guarded([&] { return runGpu(function, kernels); });
+  if (int n = art->threads; n > 0 && art->setOmpThreads)
+    art->setOmpThreads(n);
+  const auto &args = launchArgs.at(function);
   std::vector<std::pair<int64_t, double>> *profile = nullptr;
-  if (!s->profilePath.empty()) {
-    profile = &s->profile[function];
+  if (!profilePath.empty()) {
+    profile = &this->profile[function];
     profile->resize(kernels.size());
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
@@ -971,12 +1013,12 @@ ortc_status ortc_run(ortc_session *s, const char *function) {
       }
     } catch (const std::exception &e) {
       return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
-                                       fn->second.launches[k].kernel + "'" +
-                                       nodeOf(fn->second.launches[k]) + " failed: " + e.what());
+                                       f.launches[k].kernel + "'" +
+                                       nodeOf(f.launches[k]) + " failed: " + e.what());
     } catch (...) {
       return fail(ORTC_ERR_KERNEL, std::string(function) + ": kernel '" +
-                                       fn->second.launches[k].kernel + "'" +
-                                       nodeOf(fn->second.launches[k]) + " failed");
+                                       f.launches[k].kernel + "'" +
+                                       nodeOf(f.launches[k]) + " failed");
     }
   }
   return ORTC_OK;

@@ -215,8 +215,9 @@ class NoParams(unittest.TestCase):
 class IndexRanges(unittest.TestCase):
     def test_out_of_range_labels_and_token_ids_are_named(self):
         """A class label outside [0, C) (99, -5) or a token id outside the embedding's rows
-        stops the run before its step, naming the input, the element, its value and the valid
-        range (as PyTorch's "Target 99 is out of bounds"); the ignore_index -100 trains."""
+        makes the kernels refuse the step on the device, and the run stops naming the input,
+        the element, its value and the valid range (as PyTorch's "Target 99 is out of
+        bounds"); the ignore_index -100 trains."""
         with TempDir() as d:
             mlp, gpt = os.path.join(d, "mlp.ortc"), os.path.join(d, "gpt.ortc")
             run([ORTC, "build", sample_path("mlp"), "-o", mlp, "--dim", "batch=4"])

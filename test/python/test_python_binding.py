@@ -128,6 +128,21 @@ class PythonBinding(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "manifest"):
             ortc.Artifact(self.d)
 
+    def test_out_of_range_label_changes_nothing(self):
+        """The kernels check the labels on the device: the step with label 99 is refused by
+        the finite flag (parameters and optimizer state unchanged), then named."""
+        s = ortc.Artifact(self.art).session()
+        s.step(self.batch(0), lr=LR)
+        before = {k: v.copy() for k, v in s.parameters().items()}
+        bad = dict(self.batch(1))
+        bad["labels"] = bad["labels"].copy()
+        bad["labels"][2] = 99
+        with self.assertRaisesRegex(RuntimeError, r"input 'labels'\[2\] = 99 is out of range"):
+            s.step(bad, lr=LR)
+        for k, v in s.parameters().items():
+            np.testing.assert_array_equal(v, before[k], err_msg=k)
+        s.step(self.batch(1), lr=LR)  # and training goes on
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -183,7 +183,7 @@ template <typename T> __global__ void poisonIfFlagKernel(T *p, int64_t n) {
   ORTC_FOR(i, n) p[i] = ortc_nan<T>();
 }
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) checkIndexKernel(const int64_t *idx, int64_t n, int64_t A) {
-  ORTC_FOR(j, n) if (idx[j] < -A || idx[j] >= A) ortcErrorFlag = 1;
+  ORTC_FOR(j, n) if (idx[j] < -A || idx[j] >= A) atomicExch(&ortcErrorFlag, 1);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1426,17 +1426,24 @@ void adamwUpdate(T *p, const T *g, T *m, T *v, int64_t n, const L *lr, const L *
 }
 
 template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) allFiniteKernel(const T *x, int64_t n, uint8_t *ok, uint8_t *input) {
-  ORTC_FOR(i, n) if (!isFinite(x[i])) {
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) allFiniteKernel(const T *x, int64_t n) {
+  ORTC_FOR(i, n) if (!isFinite(x[i])) atomicExch(&ortcErrorFlag, 1);
+}
+__global__ void clearIfFlagKernel(uint8_t *ok, uint8_t *input) {
+  if (ortcErrorFlag) {
     *ok = 0;
     *input = 0;
   }
 }
 /// Clears *ok and *input (this input's flag) where an element is not finite (the
-/// caller sets both to 1 first).
+/// caller sets both to 1 first). The elements' verdicts meet in the error flag (an
+/// atomic: many threads may find one), which one thread then applies.
 template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, uint8_t *input, ortcStream_t s) {
-  if (n > 0)
-    allFiniteKernel<<<gridFor(n), kBlock, 0, s>>>(x, n, ok, input);
+  if (n <= 0)
+    return;
+  clearFlagKernel<<<1, 1, 0, s>>>();
+  allFiniteKernel<<<gridFor(n), kBlock, 0, s>>>(x, n);
+  clearIfFlagKernel<<<1, 1, 0, s>>>(ok, input);
 }
 
 //===----------------------------------------------------------------------===//

@@ -467,9 +467,9 @@ class EmulatedTrainingRun(unittest.TestCase):
                                   build_flags=["--target", target], env=flavour_env(target))
 
     def test_out_of_range_labels_are_named_on_the_gpu_target(self):
-        """Labels are checked against the manifest's index ranges before a GPU step runs, as
-        on the CPU: the run stops naming the input, element, value and range, and the step
-        changes nothing."""
+        """The GPU loss kernel checks the labels on the device, as the CPU's does: the finite
+        flag refuses the step (its many NaNs are flagged race-free), then the run stops naming
+        the input, element, value and range."""
         with tl.TempDir() as d:
             art = build(tl.sample_path("mlp"), os.path.join(d, "gpu.ortc"), "cuda", ["--dim", "batch=4"])
             feed = os.path.join(d, "feed.npz")
