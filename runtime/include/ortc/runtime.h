@@ -150,7 +150,9 @@ const char *ortc_function_finite_check(const ortc_session *session, const char *
 ortc_status ortc_bind_input(ortc_session *session, const char *name, const void *data,
                             size_t bytes);
 /// Runs the kernels of `function` ("train_step", "eval_step") in order. Fails if one
-/// of its inputs was never bound.
+/// of its inputs was never bound, and with ORTC_ERR_INVALID_ARGUMENT naming the element
+/// when the kernels refused the step over an index input out of its range (a class
+/// label, a token id: the step changed nothing).
 ortc_status ortc_run(ortc_session *session, const char *function);
 /// Copies tensor `name` (usually an output) to `dst`; `bytes` must equal its size.
 ortc_status ortc_read_output(const ortc_session *session, const char *name, void *dst,
