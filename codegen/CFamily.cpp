@@ -1032,11 +1032,10 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   return success();
 }
 
-/// 16-bit floats (float16, bfloat16) are storage between Casts so far: the CPU target
-/// holds them in 16 bits and converts (ortc_cvt); no kernel computes in them, and the
-/// step's inputs and outputs are 32/64-bit. Anything else names the node.
-static LogicalResult checkSixteenBitFloats(func::FuncOp f, bool castsSupported,
-                                           const std::string &target, std::string &error) {
+/// 16-bit floats (float16, bfloat16) are storage between Casts so far: every target holds
+/// them in 16 bits and converts (ortc_cvt); no kernel computes in them, and the step's
+/// inputs and outputs are 32/64-bit. Anything else names the node.
+static LogicalResult checkSixteenBitFloats(func::FuncOp f, std::string &error) {
   auto sixteen = [](Value v) {
     return isa<Float16Type, BFloat16Type>(typeOf(v).getElementType());
   };
@@ -1054,15 +1053,12 @@ static LogicalResult checkSixteenBitFloats(func::FuncOp f, bool castsSupported,
     if (isa<FusedOp, YieldOp, func::ReturnOp>(op))
       return WalkResult::advance();
     for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-      if (!sixteen(v))
-        continue;
-      if (isa<CastOp>(op) && castsSupported)
+      if (!sixteen(v) || isa<CastOp>(op))
         continue;
       error = "node '" + nodeName(op->getLoc()) + "' (" + op->getName().getStringRef().str() +
-              ") computes in " + dtypeOf(v) + ": " +
-              (isa<CastOp>(op) ? target + " does not convert to and from 16-bit floats yet"
-                               : std::string("16-bit floats are storage between Casts so far (float32 "
-                                             "compute; ortc build --precision is to come)"));
+              ") computes in " + dtypeOf(v) +
+              ": 16-bit floats are storage between Casts so far (float32 compute; ortc build "
+              "--precision is to come)";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -1074,7 +1070,7 @@ LogicalResult KernelPrinter::emitModule(ModuleOp module, std::vector<FunctionKer
                                         std::string &error) {
   for (const std::string &name : stepFunctionNames(module))
     if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      if (failed(checkSixteenBitFloats(f, sixteenBitCasts(), targetDescription(), error)))
+      if (failed(checkSixteenBitFloats(f, error)))
         return failure();
   for (const std::string &name : stepFunctionNames(module)) {
     auto f = module.lookupSymbol<func::FuncOp>(name);

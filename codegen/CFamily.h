@@ -93,8 +93,6 @@ protected:
   virtual mlir::LogicalResult emitOp(mlir::Operation *op, std::string &error) = 0;
   /// "the CPU target", "the CUDA target"... for messages.
   virtual std::string targetDescription() const = 0;
-  /// Whether Casts to and from float16/bfloat16 print (storage in 16 bits).
-  virtual bool sixteenBitCasts() const { return false; }
 
   /// Opens a collective's launcher with `c`, the data-parallel step's communicator;
   /// alone (none, or a world of one) the launcher copies `bytes` from `src` to `dest`

@@ -35,7 +35,6 @@ private:
   std::string signature() const override { return "(void *const *ptrs)"; }
   std::string prologue() const override { return "  (void)ptrs;\n"; }
   std::string targetDescription() const override { return "the CPU target"; }
-  bool sixteenBitCasts() const override { return true; }
   void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) override {
     body << "  std::memcpy(" << dest << ", " << src << ", " << bytes << ");\n";
   }

@@ -48,7 +48,6 @@ private:
     return "  (void)ptrs;\n  ortcStream_t s = (ortcStream_t)stream;\n  (void)s;\n";
   }
   std::string targetDescription() const override { return "the " + target.displayName + " target"; }
-  bool sixteenBitCasts() const override { return true; }
   void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) override {
     body << "  ORTC_MEMCPY_ASYNC(" << dest << ", " << src << ", " << bytes << ", s);\n";
   }
@@ -79,6 +78,10 @@ private:
     else
       body << "    " << lib << "fill(" << buf << ", " << n << ", (" << T << ")0, s);\n";
     body << "    return;\n  }\n";
+  }
+  /// The mean of a collective's sum: `buf` divided by the number of ranks, on the stream.
+  void divideByWorld(const std::string &buf, int64_t n, const std::string &T) {
+    body << "  " << lib << "divide(" << buf << ", " << n << ", (" << T << ")c->world, s);\n";
   }
 
   /// "<blocks> blocks x 256 threads (<what>)" for one thread per element of n.
@@ -583,7 +586,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << ", stream) != 0) {\n";
         poisonOnFailure(buf, n, T);
         if (a.getReduction() == "mean")
-          body << "  " << L << "divide(" << buf << ", " << n << ", (" << T << ")c->world, s);\n";
+          divideByWorld(buf, n, T);
         launchNote = "the communicator's all-reduce of " + std::to_string(n) + " elements";
         return success();
       })
@@ -595,7 +598,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << n << ", " << commDtype(T) << ", ORTC_COMM_SUM, stream) != 0) {\n";
         poisonOnFailure(out, n, T);
         if (r.getReduction() == "mean")
-          body << "  " << L << "divide(" << out << ", " << n << ", (" << T << ")c->world, s);\n";
+          divideByWorld(out, n, T);
         launchNote = "the communicator's reduce-scatter to " + std::to_string(n) + " elements";
         return success();
       })

@@ -73,6 +73,14 @@ std::vector<std::string> pluginCandidates(const std::string &kind, const std::st
   return out;
 }
 
+/// The launcher's ranks; the ones on this node (-1: not given) default to the whole run.
+void setRanks(LaunchRanks &r, int world, int rank, int localWorld, int localRank) {
+  r.world = world;
+  r.rank = rank;
+  r.localWorld = localWorld >= 1 ? localWorld : world;
+  r.localRank = localRank >= 0 ? localRank : rank % r.localWorld;
+}
+
 } // namespace
 
 LaunchRanks launchRanks() {
@@ -81,12 +89,9 @@ LaunchRanks launchRanks() {
   int rank = envInt({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"});
   if (world >= 1 && rank >= 0 && rank < world) {
     r.launcher = LaunchRanks::Mpi;
-    r.world = world;
-    r.rank = rank;
-    int local = envInt({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"});
-    r.localWorld = local >= 1 ? local : world;
-    int localRank = envInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK"});
-    r.localRank = localRank >= 0 ? localRank : rank % r.localWorld;
+    setRanks(r, world, rank,
+             envInt({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}),
+             envInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK"}));
     return r;
   }
   // torchrun (and scripts written for it): all four variables, or none.
@@ -103,12 +108,7 @@ LaunchRanks launchRanks() {
     return r;
   }
   r.launcher = LaunchRanks::Torchrun;
-  r.world = world;
-  r.rank = rank;
-  int local = envInt({"LOCAL_WORLD_SIZE"});
-  r.localWorld = local >= 1 ? local : world;
-  int localRank = envInt({"LOCAL_RANK"});
-  r.localRank = localRank >= 0 ? localRank : rank % r.localWorld;
+  setRanks(r, world, rank, envInt({"LOCAL_WORLD_SIZE"}), envInt({"LOCAL_RANK"}));
   r.masterAddr = addr;
   r.masterPort = port;
   return r;
