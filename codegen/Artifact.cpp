@@ -735,6 +735,7 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   manifest["arch"] = options.arch;
   if (!options.cpuFeatures.empty())
     manifest["cpu_features"] = options.cpuFeatures;
+  manifest["precision"] = options.precision;
   manifest["kernels_object"] = build.products.front();
   int64_t arena = 0;
   for (const FunctionKernels &f : functions)

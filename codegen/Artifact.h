@@ -119,6 +119,7 @@ struct ArtifactOptions {
   bool timing = false;
   unsigned jobs = 1; ///< compile units at once
   bool noParams = false; ///< no params.bin: tensors with a value get "init_omitted"
+  std::string precision = "fp32"; ///< ortc build --precision, recorded in the manifest
   /// Further files of the artifact (name, content), hashed like the others:
   /// model.onnx, the graph `ortc export` writes back.
   std::vector<std::pair<std::string, std::string>> extraFiles;

@@ -20,6 +20,7 @@ namespace ortc {
 #define ORTC_PHASES(X)                                                         \
   X(Import, "import")                                                          \
   X(Training, "training")                                                      \
+  X(Precision, "precision")                                                    \
   X(Recompute, "recompute")                                                    \
   X(Fusion, "fusion")                                                          \
   X(Schedule, "schedule")                                                      \
@@ -72,6 +73,8 @@ struct BuildOptions {
   std::vector<std::string> freeze;
   std::vector<std::string> trainable;
 
+  /// fp32 | bf16 | fp16: 16-bit storage of activations (passes/mixed_precision)
+  std::string precision = "fp32";
   std::string recompute = "none"; ///< none | selective (passes/checkpointing)
   std::string fusion = "default"; ///< default | none (one kernel per op)
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes

@@ -15,6 +15,7 @@
 #include "compiler/Import/OnnxImporter.h"
 #include "passes/autodiff/Passes.h"
 #include "passes/checkpointing/Passes.h"
+#include "passes/mixed_precision/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
 #include "codegen/Artifact.h"
@@ -123,6 +124,13 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     pm.addPass(createCSEPass());
     break;
   }
+  case Phase::Precision:
+    if (options.precision != "fp32") {
+      MixedPrecisionOptions mp;
+      mp.dtype = options.precision;
+      pm.addPass(createMixedPrecision(mp));
+    }
+    break;
   case Phase::Recompute:
     if (options.recompute != "none") {
       RecomputeOptions rc;
@@ -705,6 +713,7 @@ int runBuild(const BuildOptions &options) {
   ArtifactOptions artifact{options.target, options.output, archs, cpuFeatures, options.timing};
   artifact.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   artifact.noParams = options.noParams;
+  artifact.precision = options.precision;
   if (!inferenceGraph.empty()) {
     std::set<std::string> inArtifact; // tensors params.bin holds (or would, --no-params)
     for (const TensorInfo &t : table->tensors())

@@ -8,6 +8,7 @@
 #include "passes/checkpointing/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
+#include "passes/mixed_precision/Passes.h"
 
 namespace ortc {
 
@@ -20,6 +21,7 @@ void registerAllPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   registerAutodiffPasses();
+  registerMixedPrecisionPasses();
   registerCheckpointingPasses();
   registerFusionPasses();
   registerMemoryPlanningPasses();

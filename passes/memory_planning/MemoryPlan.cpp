@@ -9,6 +9,10 @@
 //     that frees the most bytes minus what it allocates (ties: original order). A
 //     recomputed clone (ortc.recompute) waits for the op before it in the original
 //     order: run as soon as its operands are ready, it would be back in the forward.
+//     An op with one reader whose results are larger than what it reads from the
+//     arena (a 16-bit activation widened for a GEMM, passes/mixed_precision; a weight
+//     broadcast) waits for that reader's other operands: run early, it would only hold
+//     its bytes for nothing.
 //  3. Liveness: a tensor lives from its producer to its last reader; reshape results
 //     are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
@@ -179,6 +183,55 @@ LogicalResult planMemory(func::FuncOp fn) {
   };
 
   // 2. Greedy schedule.
+  // Ops that only add bytes (results larger than what they read from the arena) and
+  // feed one op wait for that op's other operands.
+  auto onlyReader = [](Operation *op) -> Operation * {
+    Operation *reader = nullptr;
+    for (Operation *u : op->getUsers())
+      if (reader && u != reader)
+        return nullptr;
+      else
+        reader = u;
+    return reader;
+  };
+  auto onlyGrows = [&](Operation *op) {
+    int64_t out = 0, in = 0;
+    for (Value r : op->getResults())
+      if (arenaResult(r))
+        out += byteSize(r.getType());
+    SmallPtrSet<Value, 4> seen;
+    for (Value v : op->getOperands())
+      if (Value root = rootOf(v); arenaResult(root) && seen.insert(root).second)
+        in += byteSize(root.getType());
+    return out > in;
+  };
+  DenseSet<Operation *> lazy;
+  for (Operation *op : ops)
+    if (Operation *reader = onlyReader(op);
+        reader && reader->getBlock() == &body && !isa<func::ReturnOp>(reader) && onlyGrows(op))
+      lazy.insert(op);
+  // Readers first, so that a chain of such ops (a weight's 16-bit copy, widened) waits
+  // for what its last reader waits for.
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!lazy.count(op))
+      continue;
+    Operation *reader = onlyReader(op);
+    for (Value in : reader->getOperands()) {
+      Operation *d = in.getDefiningOp();
+      if (d == op || (d && d->getBlock() != &body))
+        continue;
+      // Another lazy producer of the same reader: wait for what it reads instead.
+      if (d && lazy.count(d)) {
+        for (Value x : d->getOperands())
+          if (Operation *dd = x.getDefiningOp(); dd && dd->getBlock() == &body)
+            extraDeps[op].push_back(dd);
+        continue;
+      }
+      if (d)
+        extraDeps[op].push_back(d);
+    }
+    llvm::append_range(extraDeps[op], extraDeps[reader]);
+  }
   for (auto [i, op] : llvm::enumerate(ops))
     if (isRecompute(op))
       for (size_t j = i; j-- > 0;)

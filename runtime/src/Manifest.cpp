@@ -113,6 +113,7 @@ struct Rules {
   Rule archName = stringRule("^[A-Za-z0-9_.+-]+$");
   Rule arch = arrayRule(&archName, 1);
   Rule cpuFeatures = arrayRule(&archName);
+  Rule precision = enumRule({"fp32", "bf16", "fp16"});
   Rule tensors = arrayRule(&tensor);
   Rule communicator = enumRule({"mpi", "nccl", "rccl"});
   Rule ranks = intRule(1);
@@ -148,6 +149,7 @@ struct Rules {
                        {"target", &target},
                        {"arch", &arch},
                        {"cpu_features", &cpuFeatures},
+                       {"precision", &precision},
                        {"kernels_object", &fileName},
                        {"arena_bytes", &count},
                        {"tensors", &tensors},

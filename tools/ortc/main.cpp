@@ -232,6 +232,11 @@ int main(int argc, char **argv) {
                     "broadcasts they read); none: one kernel per op, for comparison and "
                     "bisecting")
       ->check(CLI::IsMember({"default", "none"}))->default_val("default");
+  build->add_option("--precision", b.precision,
+                    "fp32: every tensor float32; bf16 or fp16: activations and GEMM/convolution "
+                    "operands stored in 16 bits as PyTorch's autocast rounds them (float32 "
+                    "compute, float32 master weights, optimizer state, loss and reductions)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->default_val("fp32");
   build->add_option("--recompute", b.recompute,
                     "Gradient checkpointing. none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "

@@ -5,8 +5,11 @@
 
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
-class Ortc_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+// `precision` is [] for an op that keeps float32 in 16-bit training; the others follow
+// their operands (PrecisionOpInterface).
+class Ortc_UnaryOp<string mnemonic, list<Trait> traits = [],
+                   list<Trait> precision = [Ortc_PrecisionOpInterface]>
+    : Ortc_Op<mnemonic, traits # precision # [Pure, Elementwise, SameOperandsAndResultType,
         DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
         Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$x);
@@ -37,7 +40,7 @@ def Ortc_GeluOp : Ortc_UnaryOp<"gelu"> {
 }
 
 def Ortc_GeluGradOp : Ortc_Op<"gelu_grad", [Pure, Elementwise, SameOperandsAndResultType,
-    Ortc_FusionOpInterface]> {
+    Ortc_FusionOpInterface, Ortc_PrecisionOpInterface]> {
   let summary = "dx of GELU given x and dy";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$dy,
                        DefaultValuedAttr<BoolAttr, "false">:$tanh);
@@ -71,8 +74,9 @@ def Ortc_CastOp : Ortc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape
   let hasFolder = 1;
 }
 
-class Ortc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Ortc_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+class Ortc_BinaryOp<string mnemonic, list<Trait> traits = [],
+                    list<Trait> precision = [Ortc_PrecisionOpInterface]>
+    : Ortc_Op<mnemonic, traits # precision # [Pure, Elementwise, SameOperandsAndResultType,
         DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
         Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
@@ -117,7 +121,7 @@ def Ortc_AndOp : Ortc_CompareOp<"and">;
 def Ortc_SelectOp : Ortc_Op<"select", [Pure, Elementwise,
     AllTypesMatch<["on_true", "on_false", "result"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, Ortc_FusionOpInterface,
-        Ortc_RecomputeOpInterface]> {
+        Ortc_RecomputeOpInterface, Ortc_PrecisionOpInterface]> {
   let summary = "ONNX Where: cond ? on_true : on_false (same shapes)";
   let arguments = (ins Ortc_BoolTensor:$cond, Ortc_Tensor:$on_true,
                        Ortc_Tensor:$on_false);

@@ -89,6 +89,12 @@ int64_t MatMulOp::getRecomputeFlops() {
   return 2 * resultElements(*this) * a.getDimSize(a.getRank() - (getTransA() ? 2 : 1));
 }
 
+// GEMMs and convolutions run on 16-bit operands in 16-bit training (autocast's list).
+PrecisionRule MatMulOp::getPrecisionRule() { return PrecisionRule::Low; }
+PrecisionRule ConvOp::getPrecisionRule() { return PrecisionRule::Low; }
+PrecisionRule ConvGradInputOp::getPrecisionRule() { return PrecisionRule::Low; }
+PrecisionRule ConvGradWeightOp::getPrecisionRule() { return PrecisionRule::Low; }
+
 //===-- convolution and pooling geometry ----------------------------------===//
 
 int64_t ConvOp::getRecomputeFlops() {

@@ -5,7 +5,7 @@
 
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
-def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
+def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
   let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
@@ -20,7 +20,7 @@ def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor,
 
 // Convolution geometry shared by conv and its gradients: strides, pads ([begin...,
 // end...]), dilations per spatial dim, and the group count.
-def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor,
+def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "N-d convolution (ONNX Conv, NC... layout, weight MC/g k...)";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$w,
@@ -31,7 +31,7 @@ def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure,
+def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let summary = "dx of conv given dy and w; the result type gives x's shape";
   let description = [{
@@ -47,7 +47,7 @@ def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure,
   let assemblyFormat = "$dy `,` $w attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure]> {
+def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>]> {
   let summary = "dw of conv given dy and x; the result type gives w's shape";
   let arguments = (ins Ortc_FloatTensor:$dy, Ortc_FloatTensor:$x,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -57,6 +57,7 @@ def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure]> {
 }
 
 class Ortc_PoolOp<string mnemonic> : Ortc_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+    Ortc_PrecisionOpInterface,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let arguments = (ins Ortc_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -70,7 +71,7 @@ class Ortc_PoolOp<string mnemonic> : Ortc_Op<mnemonic, [Pure, InferTypeOpAdaptor
 def Ortc_MaxPoolOp : Ortc_PoolOp<"max_pool">;
 def Ortc_AvgPoolOp : Ortc_PoolOp<"avg_pool">;
 
-def Ortc_MaxPoolGradOp : Ortc_Op<"max_pool_grad", [Pure]> {
+def Ortc_MaxPoolGradOp : Ortc_Op<"max_pool_grad", [Pure, Ortc_PrecisionOpInterface]> {
   let summary = "dx of max_pool: dy routed to the first maximum of each window";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$dy,
                        DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
@@ -79,7 +80,7 @@ def Ortc_MaxPoolGradOp : Ortc_Op<"max_pool_grad", [Pure]> {
   let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_AvgPoolGradOp : Ortc_Op<"avg_pool_grad", [Pure]> {
+def Ortc_AvgPoolGradOp : Ortc_Op<"avg_pool_grad", [Pure, Ortc_PrecisionOpInterface]> {
   let summary = "dx of avg_pool; the result type gives x's shape";
   let arguments = (ins Ortc_FloatTensor:$dy, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -158,7 +159,7 @@ def Ortc_LayerNormGradOp : Ortc_Op<"layer_norm_grad", [Pure]> {
 }
 
 class Ortc_SoftmaxLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
-    SameOperandsAndResultType, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
+    SameOperandsAndResultType, Ortc_PrecisionOpInterface, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let arguments = (ins Ortc_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
@@ -167,7 +168,7 @@ def Ortc_SoftmaxOp : Ortc_SoftmaxLikeOp<"softmax">;
 def Ortc_LogSoftmaxOp : Ortc_SoftmaxLikeOp<"log_softmax">;
 
 class Ortc_SoftmaxGradLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
-    SameOperandsAndResultType]> {
+    SameOperandsAndResultType, Ortc_PrecisionOpInterface]> {
   let summary = "dx given the forward output y and dy";
   let arguments = (ins Ortc_FloatTensor:$y, Ortc_FloatTensor:$dy, I64Attr:$axis);
   let results = (outs Ortc_FloatTensor:$result);
@@ -178,7 +179,7 @@ def Ortc_LogSoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"log_softmax_grad">;
 
 def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
     AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
-    Ortc_FusionOpInterface, Ortc_RecomputeOpInterface]> {
+    Ortc_FusionOpInterface, Ortc_RecomputeOpInterface, Ortc_PrecisionOpInterface]> {
   let summary = "Inverted dropout; mask from a counter-based RNG keyed by (seed, key, i)";
   let arguments = (ins Ortc_FloatTensor:$x, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);
@@ -203,7 +204,7 @@ def Ortc_RandomUniformOp : Ortc_Op<"random_uniform", [Pure,
 }
 
 def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>,
-    Ortc_FusionOpInterface]> {
+    Ortc_FusionOpInterface, Ortc_PrecisionOpInterface]> {
   let summary = "dy through the same dropout mask";
   let arguments = (ins Ortc_FloatTensor:$dy, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);

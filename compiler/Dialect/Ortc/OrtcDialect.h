@@ -30,6 +30,12 @@ enum class FusionRole {
   MultiTensor,
 };
 
+/// How an op takes part in 16-bit training (PrecisionOpInterface).
+enum class PrecisionRule {
+  Follow, ///< 16-bit results when every float operand is 16-bit
+  Low,    ///< operands and results rounded to 16 bits (GEMMs, convolutions)
+};
+
 /// The values an index operand may hold (IndexOperandOpInterface): [low, high), and
 /// `ignore` where the op skips that one value (a loss's ignore_index).
 struct IndexRange {

@@ -60,6 +60,28 @@ def Ortc_RecomputeOpInterface : OpInterface<"RecomputeOpInterface"> {
   ];
 }
 
+def Ortc_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
+  let cppNamespace = "::ortc";
+  let description = [{
+    How an op takes part in 16-bit training (`ortc build --precision bf16|fp16`,
+    passes/mixed_precision), as PyTorch's CPU autocast decides it. `Low` ops (GEMMs,
+    convolutions and their gradients) read their float operands rounded to the 16-bit
+    type and their results are rounded to it. `Follow` ops (elementwise arithmetic,
+    activations, data movement, pooling, dropout, softmax, reductions) give a 16-bit
+    result when every float operand is 16-bit (a parameter or constant beside them is
+    rounded too: a bias add after a GEMM), and a float32 one otherwise (PyTorch's type
+    promotion); they still compute and accumulate in float32. **Ops without the
+    interface keep float32**: their 16-bit operands are widened and their results
+    stay float32. That is the keep list: losses (autocast's float32 list), LayerNorm
+    and BatchNorm (their saved statistics and running averages stay float32), casts,
+    scatters, collectives and the optimizer's updates.
+  }];
+  let methods = [
+    InterfaceMethod<"How the op's operands and results are rounded.", "::ortc::PrecisionRule",
+      "getPrecisionRule", (ins), [{}], [{ return ::ortc::PrecisionRule::Follow; }]>
+  ];
+}
+
 def Ortc_IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
   let cppNamespace = "::ortc";
   let description = [{

@@ -9,7 +9,7 @@ class Ortc_ShapeOp<string mnemonic, list<Trait> traits = []>
     : Ortc_Op<mnemonic, traits # [Pure,
         DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]>;
 
-def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [Ortc_RecomputeOpInterface,
+def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface,
     DeclareOpInterfaceMethods<Ortc_FusionOpInterface,
                               ["getFusionRole", "isCheapToRecompute"]>]> {
   let summary = "Numpy broadcast of x to the result shape (x's dims right-aligned)";
@@ -20,7 +20,7 @@ def Ortc_BroadcastToOp : Ortc_ShapeOp<"broadcast_to", [Ortc_RecomputeOpInterface
   let hasFolder = 1;
 }
 
-def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape", [
+def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape", [Ortc_PrecisionOpInterface,
     DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Same elements in row-major order, new static shape";
   let arguments = (ins Ortc_Tensor:$x);
@@ -30,7 +30,7 @@ def Ortc_ReshapeOp : Ortc_ShapeOp<"reshape", [
   let hasFolder = 1;
 }
 
-def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
+def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Permutes dims: result dim i is x dim perm[i]";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs Ortc_Tensor:$result);
@@ -38,7 +38,7 @@ def Ortc_TransposeOp : Ortc_ShapeOp<"transpose", [Ortc_RecomputeOpInterface, Inf
   let hasFolder = 1;
 }
 
-def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
+def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Concatenates along `axis`";
   let description = [{
     Canonicalization splices an input that is itself a concat along the same axis (with
@@ -50,7 +50,7 @@ def Ortc_ConcatOp : Ortc_ShapeOp<"concat", [Ortc_RecomputeOpInterface, InferType
   let hasCanonicalizer = 1;
 }
 
-def Ortc_SliceOp : Ortc_ShapeOp<"slice", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
+def Ortc_SliceOp : Ortc_ShapeOp<"slice", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Strided slice with normalised starts and sizes per dim";
   let description = [{
     Result dim d takes `sizes[d]` elements of x starting at `starts[d]` with stride
@@ -63,7 +63,7 @@ def Ortc_SliceOp : Ortc_ShapeOp<"slice", [Ortc_RecomputeOpInterface, InferTypeOp
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure]> {
+def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure, Ortc_PrecisionOpInterface]> {
   let summary = "Scatters dy into zeros shaped like the slice's input";
   let description = [{
     Folds to dy when dy covers the whole result. Canonicalization turns the sum of two
@@ -80,7 +80,7 @@ def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Ortc_PadOp : Ortc_ShapeOp<"pad", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
+def Ortc_PadOp : Ortc_ShapeOp<"pad", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface, InferTypeOpAdaptor]> {
   let summary = "Constant padding; pads are [begin..., end...], negative crops";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$pads,
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
@@ -88,7 +88,7 @@ def Ortc_PadOp : Ortc_ShapeOp<"pad", [Ortc_RecomputeOpInterface, InferTypeOpAdap
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Ortc_GatherOp : Ortc_ShapeOp<"gather", [Ortc_RecomputeOpInterface, InferTypeOpAdaptor,
+def Ortc_GatherOp : Ortc_ShapeOp<"gather", [Ortc_PrecisionOpInterface, Ortc_RecomputeOpInterface, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Ortc_IndexOperandOpInterface>]> {
   let summary = "ONNX Gather along `axis` (negative indices count from the end)";
   let arguments = (ins Ortc_Tensor:$data, Ortc_IndexTensor:$indices, I64Attr:$axis);
@@ -104,7 +104,7 @@ def Ortc_GatherGradOp : Ortc_Op<"gather_grad", [Pure]> {
 }
 
 class Ortc_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor,
+    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor, Ortc_PrecisionOpInterface,
         DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Reduces over `axes` (non-negative, sorted); keeps them as 1 if keepdims";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$axes,

@@ -75,21 +75,21 @@ func.func @train_step(%x: tensor<4x16xf32> {ortc.name = "x"},
 
 // BAD: unknown policy 'all' (none, selective, layers, budget=BYTES or budget=PCT%)
 
-// A budget of 80% of the 1280-byte arena: recomputing h alone (the most bytes per
+// A budget of 80% of the 1024-byte arena: recomputing h alone (the most bytes per
 // operation) brings the planned arena to 512 bytes; nothing else is needed.
 // BUDGET-LABEL: func.func @train_step
-// BUDGET-SAME: ortc.recompute_budget = 1024 : i64
-// BUDGET-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1280 : i64, ortc.recomputed = 1 : i64
+// BUDGET-SAME: ortc.recompute_budget = 819 : i64
+// BUDGET-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1024 : i64, ortc.recomputed = 1 : i64
 // BUDGET: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
 // BUDGET-NOT: ortc.recompute,
 // ALL-LABEL: func.func @train_step
 // ALL-SAME: ortc.recomputed = 0 : i64
-// TIGHT: cannot fit the budget of 100 bytes: the smallest one recompute reaches is 512 bytes (1280 without recompute)
+// TIGHT: cannot fit the budget of 100 bytes: the smallest one recompute reaches is 512 bytes (1024 without recompute)
 
 // Planned (the default), selective keeps only the candidates that lower the arena: h alone
-// (1280 -> 512 bytes), as the 80% budget below.
+// (1024 -> 512 bytes), as the 80% budget below.
 // KEEP-LABEL: func.func @train_step
-// KEEP-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1280 : i64, ortc.recomputed = 1 : i64
+// KEEP-SAME: ortc.recompute_planned = 512 : i64, ortc.recompute_without = 1024 : i64, ortc.recomputed = 1 : i64
 // KEEP: ortc.gelu %{{.*}} {ortc.recompute, ortc.stage = "forward"}
 // KEEP-NOT: ortc.recompute,
 

@@ -1,0 +1,206 @@
+//===- MixedPrecision.cpp - bf16/fp16 storage of a training step ---------===//
+//
+// Why: activations the backward keeps dominate a training step's arena; stored in 16
+// bits they take half. PyTorch's autocast decides per op which tensors are rounded to
+// 16 bits; this pass makes the same decisions at compile time, for the whole step
+// (forward, backward, optimizer), so that the planner sees 16-bit buffers and every
+// target runs the same numerics.
+//
+// Algorithm (per step function, over its one block, in order):
+//  1. A value is *rounded* when its bits are a 16-bit value: the pass records its
+//     16-bit copy (a cast after its producer). Every reader of a rounded value reads a
+//     widened copy of its own (a cast to f32 just before the reader), never the
+//     unrounded f32 result, so all readers agree with the stored bits.
+//  2. An op's rule (PrecisionOpInterface; none: float32 kept) decides:
+//     - Low (GEMMs, convolutions): every f32 operand is read rounded (a value not yet
+//       rounded, such as a parameter or a float32 LayerNorm output, gets one 16-bit copy
+//       at its first such reader, shared by the later ones), and its results are
+//       rounded.
+//     - Follow: when at least one f32 operand is rounded and each of the others is
+//       rounded or a parameter or buffer (through broadcasts and reshapes), the others
+//       are read rounded and the results are rounded (a bias add after a GEMM, an
+//       activation); otherwise nothing is rounded (PyTorch's promotion to the widest
+//       type). Constants are read as they are either way (a Python scalar).
+//     - Keep: results stay f32 (rounded operands are read widened). Every op of the
+//       optimizer stage keeps f32, whatever its rule: it updates the master weights.
+//     A value that is not rounded gets one 16-bit copy per stage: the backward casts a
+//     weight again instead of keeping the forward's copy live through the step.
+//  3. The function's results are read widened too: the step's contract stays f32.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/mixed_precision/Passes.h"
+
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
+#include "compiler/Dialect/Ortc/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace ortc {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/mixed_precision/Passes.h.inc"
+
+namespace {
+
+bool isF32(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getElementType().isF32();
+}
+
+struct ValueStageLess {
+  bool operator()(const std::pair<mlir::Value, llvm::StringRef> &a,
+                  const std::pair<mlir::Value, llvm::StringRef> &b) const {
+    if (a.first != b.first)
+      return a.first.getAsOpaquePointer() < b.first.getAsOpaquePointer();
+    return a.second < b.second;
+  }
+};
+
+class Rounder {
+public:
+  Rounder(func::FuncOp fn, FloatType low) : fn(fn), low(low) {}
+
+  void run() {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fn.getBody().front())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      visit(op);
+  }
+
+private:
+  enum class Rule { Keep, Follow, Low };
+
+  static Rule ruleOf(Operation *op) {
+    auto p = dyn_cast<PrecisionOpInterface>(op);
+    if (!p)
+      return Rule::Keep;
+    return p.getPrecisionRule() == PrecisionRule::Low ? Rule::Low : Rule::Follow;
+  }
+
+  /// A parameter or buffer (or a broadcast/reshape of one): rounded beside a rounded
+  /// operand as autocast rounds a Linear's bias.
+  bool isWeightLike(Value v) const {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      std::string role = argRole(fn, arg.getArgNumber());
+      return role == "parameter" || role == "buffer";
+    }
+    Operation *def = v.getDefiningOp();
+    if (isa<WeightOp>(def))
+      return true;
+    if (isa<BroadcastToOp, ReshapeOp>(def))
+      return isWeightLike(def->getOperand(0));
+    return false;
+  }
+
+  /// A compile-time constant (or a broadcast/reshape of one): read as it is beside 16-bit
+  /// operands, as PyTorch applies a Python scalar to a bf16 tensor in float32.
+  static bool isConstant(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<ConstantOp>(def))
+      return true;
+    if (isa_and_nonnull<BroadcastToOp, ReshapeOp>(def))
+      return isConstant(def->getOperand(0));
+    return false;
+  }
+
+  Value castTo(OpBuilder &b, Operation *site, Value v, Type element) {
+    auto type = cast<RankedTensorType>(v.getType()).clone(element);
+    auto c = CastOp::create(b, site->getLoc(), type, v);
+    if (isStage(stageOf(site)))
+      setStage(c, stageOf(site));
+    created.insert(c);
+    return c;
+  }
+
+  /// The 16-bit copy of `v`: its stored bits if it is rounded, else a copy made before
+  /// `reader` the first time a reader of its stage asks for one (`v` itself stays f32
+  /// for other readers: the optimizer reads the master weight). The backward makes its
+  /// own copy of a weight rather than keep the forward's live through the step.
+  Value roundedCopy(Value v, Operation *reader) {
+    if (Value r = rounded.lookup(v))
+      return r;
+    Value &copy = copies[{v, stageOf(reader)}];
+    if (!copy) {
+      OpBuilder b(reader);
+      copy = castTo(b, reader, v, low);
+    }
+    return copy;
+  }
+
+  void visit(Operation *op) {
+    if (created.contains(op))
+      return;
+    bool isReturn = isa<func::ReturnOp>(op);
+    // The optimizer updates float32 master weights and state: all of it stays float32.
+    Rule rule = isReturn || stageOf(op) == "optimizer" ? Rule::Keep : ruleOf(op);
+    bool anyRounded = false, allLowable = true, anyFloat = false;
+    for (Value v : op->getOperands()) {
+      if (!isF32(v) || (rule == Rule::Follow && isConstant(v)))
+        continue;
+      anyFloat = true;
+      bool r = rounded.count(v);
+      anyRounded |= r;
+      allLowable &= r || isWeightLike(v);
+    }
+    bool lowOut = anyFloat && (rule == Rule::Low ||
+                               (rule == Rule::Follow && anyRounded && allLowable));
+    // Operands: widened copies of rounded values (one per value for this reader).
+    DenseMap<Value, Value> widened;
+    OpBuilder b(op);
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      if (!isF32(v) || (!lowOut && !rounded.count(v)) ||
+          (rule == Rule::Follow && isConstant(v) && !rounded.count(v)))
+        continue;
+      Value &w = widened[v];
+      if (!w)
+        w = castTo(b, op, roundedCopy(v, op), b.getF32Type());
+      use.set(w);
+    }
+    if (!lowOut)
+      return;
+    b.setInsertionPointAfter(op);
+    for (Value r : op->getResults())
+      if (isF32(r) && !r.use_empty()) {
+        Value copy = castTo(b, op, r, low);
+        rounded[r] = copy;
+        b.setInsertionPointAfter(copy.getDefiningOp());
+      }
+  }
+
+  func::FuncOp fn;
+  FloatType low;
+  DenseMap<Value, Value> rounded; ///< f32 value whose readers read 16 bits -> those bits
+  /// (f32 value kept f32, stage of the readers) -> its 16-bit copy for Low readers
+  std::map<std::pair<Value, llvm::StringRef>, Value, ValueStageLess> copies;
+  llvm::SmallPtrSet<Operation *, 32> created;
+};
+
+struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    FloatType low;
+    if (dtype == "bf16")
+      low = BFloat16Type::get(ctx);
+    else if (dtype == "fp16")
+      low = Float16Type::get(ctx);
+    else {
+      getOperation().emitError("ortc-mixed-precision: dtype must be bf16 or fp16, not '")
+          << dtype << "'";
+      return signalPassFailure();
+    }
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (!fn.isExternal())
+        Rounder(fn, low).run();
+    getOperation()->setAttr("ortc.precision", StringAttr::get(ctx, dtype));
+  }
+};
+
+} // namespace
+} // namespace ortc
