@@ -75,6 +75,10 @@ struct BuildOptions {
 
   /// fp32 | bf16 | fp16: 16-bit storage of activations (passes/mixed_precision)
   std::string precision = "fp32";
+  /// fp16: dynamic loss scaling's first scale (0: none) and the finite steps in a row
+  /// after which it doubles (PyTorch's GradScaler defaults).
+  double lossScaleInit = 65536.0;
+  int64_t lossScaleInterval = 2000;
   std::string recompute = "none"; ///< none | selective (passes/checkpointing)
   std::string fusion = "default"; ///< default | none (one kernel per op)
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes

@@ -119,6 +119,10 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     opt.bucketBytes = options.bucketBytes;
     opt.zero = options.zero;
     opt.ranks = options.ranks;
+    if (options.precision == "fp16") {
+      opt.lossScaleInit = options.lossScaleInit;
+      opt.lossScaleInterval = options.lossScaleInterval;
+    }
     pm.addPass(createOptimizer(opt));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

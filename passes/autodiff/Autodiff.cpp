@@ -185,6 +185,8 @@ void AutodiffPass::runOnOperation() {
   DenseMap<Value, Value> grads;
   grads[loss] = splat(b, NameLoc::get(b.getStringAttr("loss_grad"), fn.getLoc()),
                       tensorTypeOf(loss), 1.0);
+  // Loss scaling (Optimizer.cpp) starts the backward from its scale instead.
+  grads[loss].getDefiningOp()->setAttr(kLossSeedAttr, b.getUnitAttr());
   std::vector<std::string> missing;
   // Values whose gradient could not be built (downstream of an op without a rule):
   // the walk goes on through them so that every missing rule is found in one run.

@@ -20,6 +20,12 @@
 //  changes but BatchNorm running statistics); @train_step's gradients become
 //  (own + accumulated) * grad_scale (the loop binds 1/N: PyTorch's mean over N
 //  micro-batches) and the accumulators return to zero, whether or not the step applies.
+//  With loss scaling (loss-scale-init > 0, what `--precision fp16` builds), first the
+//  backward's seed (ortc.loss_seed) becomes the scale init * 2^exponent, so @accumulate_step
+//  is scaled too; the gradients are divided by it (after accumulation) before the finite
+//  check; at the end the exponent goes down by one after a step that is not finite and
+//  up by one after `loss-scale-interval` finite steps in a row (PyTorch's GradScaler with
+//  its growth 2 and backoff 0.5).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
@@ -72,6 +78,47 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
 
   /// @accumulate_step from a copy of the differentiated @train_step (see the top).
   LogicalResult buildAccumulateStep(func::FuncOp train);
+
+  /// Dynamic loss scaling's state and the scale this step uses.
+  struct LossScale {
+    Value exponent, growth, scale;
+  };
+  /// Adds the state, computes the scale and makes it the backward's seed.
+  std::optional<LossScale> scaleTheSeed(func::FuncOp fn) {
+    Operation *seed = nullptr;
+    fn.walk([&](Operation *op) {
+      if (op->hasAttr(kLossSeedAttr))
+        seed = op;
+    });
+    if (!seed) {
+      fn.emitError("loss scaling: no backward seed (ortc.loss_seed) in @train_step");
+      return std::nullopt;
+    }
+    OpBuilder b(seed);
+    auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+    auto k = addState(fn, "loss_scale.exponent", scalarF32);
+    auto n = addState(fn, "loss_scale.growth", RankedTensorType::get({}, b.getI64Type()));
+    if (failed(k) || failed(n))
+      return std::nullopt;
+    Location loc = NameLoc::get(b.getStringAttr("loss_scale"), fn.getLoc());
+    bool atStart = Block::iterator(seed) == seed->getBlock()->begin();
+    Block::iterator first = atStart ? seed->getBlock()->end() : std::prev(Block::iterator(seed));
+    Value scale = MulOp::create(b, loc, splat(b, loc, scalarF32, lossScaleInit),
+                                PowOp::create(b, loc, splat(b, loc, scalarF32, 2.0), *k));
+    Value seedValue = scale;
+    auto seedType = tensorTypeOf(seed->getResult(0));
+    if (seedType.getElementType() != b.getF32Type())
+      seedValue = CastOp::create(b, loc, RankedTensorType::get({}, seedType.getElementType()), scale);
+    if (seedType.getRank() > 0)
+      seedValue = broadcastTo(b, loc, seedValue, seedType.getShape());
+    for (Operation &op : llvm::make_range(atStart ? seed->getBlock()->begin() : std::next(first),
+                                          Block::iterator(seed)))
+      if (!isa<ConstantOp>(op))
+        setStage(&op, "backward");
+    seed->getResult(0).replaceAllUsesWith(seedValue);
+    seed->erase();
+    return LossScale{*k, *n, scale};
+  }
 };
 
 LogicalResult OptimizerPass::buildAccumulateStep(func::FuncOp train) {
@@ -134,6 +181,18 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  if (lossScaleInit < 0 || (lossScaleInit > 0 && lossScaleInterval < 1)) {
+    fn.emitError() << "loss-scale-init must be >= 0 and loss-scale-interval >= 1";
+    return signalPassFailure();
+  }
+  // Loss scaling: the backward starts from the scale (before @accumulate_step is copied).
+  std::optional<LossScale> scaling;
+  if (lossScaleInit > 0) {
+    scaling = scaleTheSeed(fn);
+    if (!scaling)
+      return signalPassFailure();
+  }
+  fn.walk([](Operation *op) { op->removeAttr(kLossSeedAttr); });
   if (gradAccum && failed(buildAccumulateStep(fn)))
     return signalPassFailure();
   // Every op this pass adds is of the optimizer stage (OpAnnotations.h).
@@ -193,6 +252,18 @@ void OptimizerPass::runOnOperation() {
       g = MulOp::create(b, loc, AddOp::create(b, loc, g, acc), scale);
       cleared.push_back({splat(b, loc, type, 0.0), name + ".grad_accum", "state",
                          acc.getArgNumber()});
+    }
+  }
+
+  if (scaling) {
+    // Gradients of the scaled loss, back to the loss's (inf stays inf for the check).
+    Value inv = DivOp::create(b, loc, splatLike(b, loc, scaling->scale, 1.0), scaling->scale);
+    for (auto &[name, g] : gradients) {
+      auto type = tensorTypeOf(g);
+      Value f = broadcastTo(b, loc, inv, type.getShape());
+      if (type.getElementType() != b.getF32Type())
+        f = CastOp::create(b, loc, type, f);
+      g = MulOp::create(b, loc, g, f);
     }
   }
 
@@ -345,6 +416,22 @@ void OptimizerPass::runOnOperation() {
   results.append(cleared.begin(), cleared.end());
   results.push_back({SelectOp::create(b, loc, finite, t, *stepArg), "step", "state",
                      stepArg->getArgNumber()});
+  if (scaling) {
+    // GradScaler's update: a step that is not finite halves the scale and restarts the
+    // count; `interval` finite steps in a row double it.
+    Value k = scaling->exponent, n = scaling->growth;
+    Value n1 = AddOp::create(b, loc, n, splat(b, loc, scalarI64, 1.0));
+    Value grow = EqualOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()), n1,
+                                 splat(b, loc, scalarI64, double(lossScaleInterval)));
+    Value up = SelectOp::create(b, loc, grow, AddOp::create(b, loc, k, splat(b, loc, scalarF32, 1.0)), k);
+    Value down = SubOp::create(b, loc, k, splat(b, loc, scalarF32, 1.0));
+    Value zero = splat(b, loc, scalarI64, 0.0);
+    results.push_back({SelectOp::create(b, loc, finite, up, down), "loss_scale.exponent", "state",
+                       cast<BlockArgument>(k).getArgNumber()});
+    results.push_back({SelectOp::create(b, loc, finite, SelectOp::create(b, loc, grow, zero, n1), zero),
+                       "loss_scale.growth", "state", cast<BlockArgument>(n).getArgNumber()});
+    results.push_back({scaling->scale, "loss_scale", "output", std::nullopt});
+  }
   setResults(fn, results);
   for (Operation &op : fn.getBody().front().without_terminator())
     if (!before.count(&op) && !isa<WeightOp, ConstantOp>(op))

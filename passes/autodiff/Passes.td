@@ -71,7 +71,13 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     gradients packed in the order the backward computes them (DataParallel.h). With
     zero=1 (ZeRO-1) the gradients are reduce-scattered instead and each rank updates
     its shard of the flattened parameters with its shard of the optimizer state, then
-    all ranks all-gather the parameters.
+    all ranks all-gather the parameters. With loss-scale-init > 0, dynamic loss scaling
+    as PyTorch's GradScaler: the backward starts from the scale (the seed autodiff
+    marked `ortc.loss_seed`) instead of 1, the gradients are divided by it before the
+    finite check, and the scale, init * 2^`loss_scale.exponent` (state), halves after
+    a step that is not finite (skipped: nothing else changes) and doubles after
+    loss-scale-interval finite steps in a row (`loss_scale.growth`, state). The step
+    returns the scale it used (`loss_scale`).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"", "sgd | adamw">,
@@ -97,7 +103,11 @@ def Optimizer : Pass<"ortc-optimizer", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0",
            "data-parallel: 1 shards the optimizer state over `ranks` ranks (ZeRO-1)">,
     Option<"ranks", "ranks", "int64_t", "0",
-           "zero: the number of ranks the run will have (the shards' shapes)">
+           "zero: the number of ranks the run will have (the shards' shapes)">,
+    Option<"lossScaleInit", "loss-scale-init", "double", "0.0",
+           "dynamic loss scaling: the first scale (0: none)">,
+    Option<"lossScaleInterval", "loss-scale-interval", "int64_t", "2000",
+           "dynamic loss scaling: finite steps in a row before the scale doubles">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

@@ -126,6 +126,10 @@ public:
                   (train.batches() == 1 ? "" : "es") + ", fewer than the " +
                   std::to_string(world) + " ranks of this run (each rank trains on its own)");
     bool haveFinite = outputScalar("train_step", "finite", finiteRef, /*optional=*/true);
+    // fp16 artifacts scale the loss (ortc build --precision fp16): a step whose gradients
+    // overflow is skipped by design, the scale halves, and training goes on.
+    TensorRef scaleRef;
+    bool scaled = outputScalar("train_step", "loss_scale", scaleRef, /*optional=*/true);
     if (!error.empty())
       return 1;
     // Gradient accumulation: micro-batches 1..N-1 of a step run accumulate_step (whose
@@ -197,15 +201,19 @@ public:
       double loss = lossSum / double(n);
       bool finite = haveFinite ? readScalar(finiteRef) != 0 : std::isfinite(loss);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      double scale = scaled ? readScalar(scaleRef) : 1.0;
+      // An overflow that loss scaling handles: the loss is finite, a gradient is not.
+      bool overflow = scaled && !finite && std::isfinite(loss);
       if (log) { // also for a step that is not finite, before stopping on it
-        char line[200];
+        char line[240];
         std::snprintf(line, sizeof line,
-                      "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"time_ms\": %.4f, \"finite\": %s}\n",
+                      "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"time_ms\": %.4f, \"finite\": %s%s%s}\n",
                       (long long)(i + 1), jsonNumber(loss, lossRef.dtype == "f32" ? 9 : 17).c_str(),
-                      jsonNumber(lr, 9).c_str(), ms, finite ? "true" : "false");
+                      jsonNumber(lr, 9).c_str(), ms, finite ? "true" : "false",
+                      scaled ? ", \"loss_scale\": " : "", scaled ? jsonNumber(scale, 9).c_str() : "");
         *log << line << std::flush;
       }
-      if (!finite && !o.skipNonFinite) {
+      if (!finite && !o.skipNonFinite && !overflow) {
         endLine();
         agreed = true; // the flag is global: every rank stops here with this message
         return fail("step " + std::to_string(i + 1) + ": not finite: " +
@@ -216,8 +224,12 @@ public:
         ++r.skipped;
         if (!quiet()) {
           endLine();
-          out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(batch, loss)
-              << "; parameters left unchanged\n";
+          if (overflow)
+            out << "step " << i + 1 << " skipped: gradients overflow at loss scale " << fmt(scale)
+                << " (parameters left unchanged; the scale halves)\n";
+          else
+            out << "step " << i + 1 << " skipped: not finite: " << nonFiniteCause(batch, loss)
+                << "; parameters left unchanged\n";
         }
       } else {
         if (r.stepsDone == r.skipped + 1)
@@ -227,7 +239,8 @@ public:
         if (quiet() || !shown) {
         } else if (!tty) {
           out << "step " << i + 1 << " loss " << fmt(loss)
-              << (o.lrSchedule != "constant" || o.warmupSteps ? " lr " + fmt(lr) : "") << "\n";
+              << (o.lrSchedule != "constant" || o.warmupSteps ? " lr " + fmt(lr) : "")
+              << (scaled ? " loss_scale " + fmt(scale) : "") << "\n";
         } else if (i + 1 == steps || Clock::now() - lastDraw > std::chrono::milliseconds(100)) {
           double secs = std::chrono::duration<double>(Clock::now() - start0).count();
           progress << "\rstep " << i + 1 << "/" << steps << "  loss " << fmt(loss) << "  lr "

@@ -114,6 +114,9 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
            "built for it)";
   if (given("--ranks") && !b.zero)
     return "--ranks sizes the shards of --zero 1";
+  for (const char *flag : {"--loss-scale-init", "--loss-scale-interval"})
+    if (given(flag) && b.precision != "fp16")
+      return std::string(flag) + " is for --precision fp16 (bf16 needs no loss scaling)";
   if (b.syncBatchnorm && b.target != "cpu")
     return "--sync-batchnorm is for --target cpu so far (its BatchNorm kernels have no GPU "
            "version yet)";
@@ -237,6 +240,16 @@ int main(int argc, char **argv) {
                     "operands stored in 16 bits as PyTorch's autocast rounds them (float32 "
                     "compute, float32 master weights, optimizer state, loss and reductions)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->default_val("fp32");
+  build->add_option(
+      "--loss-scale-init", b.lossScaleInit,
+      "--precision fp16: the first scale of dynamic loss scaling (as PyTorch's GradScaler: "
+      "halved after a step whose gradients overflow, which is skipped; doubled after "
+      "--loss-scale-interval good steps in a row); 0: no loss scaling")
+      ->check(finiteIn(0, 1e30))->default_val(65536.0);
+  build->add_option(
+      "--loss-scale-interval", b.lossScaleInterval,
+      "--precision fp16: good steps in a row before the loss scale doubles")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))->default_val(2000);
   build->add_option("--recompute", b.recompute,
                     "Gradient checkpointing. none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "

@@ -1,6 +1,6 @@
 //===- OpAnnotations.h - What later phases record on ops --------*- C++ -*-===//
 //
-// Three facts about an op of a step function live in the IR as attributes of the ortc
+// Four facts about an op of a step function live in the IR as attributes of the ortc
 // dialect (checked by its attribute verifier), so that every later phase and codegen
 // reads them from the IR rather than from a pass's header:
 //   ortc.stage = "forward" | "backward" | "optimizer": which part of the training step
@@ -11,6 +11,9 @@
 //     the backward. The mark keeps CSE from merging the clone with the original (their
 //     attributes differ) and tells the memory planner to run it no earlier than where
 //     the pass put it; a fused kernel of marked ops only is marked.
+//   ortc.loss_seed (unit): the backward's seed, d loss / d loss = 1 (set by autodiff),
+//     which dynamic loss scaling replaces by its scale (ortc-optimizer), which then
+//     removes the mark.
 //   ortc.arena_offsets = array<i64: ...>: per result, its byte offset in the step's
 //     arena, or -1 when the value is not in the arena (set by ortc-memory-plan).
 //
@@ -28,6 +31,7 @@ namespace ortc {
 constexpr llvm::StringLiteral kStageAttr = "ortc.stage";
 constexpr llvm::StringLiteral kArenaOffsetsAttr = "ortc.arena_offsets";
 constexpr llvm::StringLiteral kRecomputeAttr = "ortc.recompute";
+constexpr llvm::StringLiteral kLossSeedAttr = "ortc.loss_seed";
 
 /// True for "forward", "backward" and "optimizer".
 bool isStage(llvm::StringRef stage);
