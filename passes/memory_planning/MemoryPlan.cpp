@@ -11,8 +11,8 @@
 //     order: run as soon as its operands are ready, it would be back in the forward.
 //     An op with one reader whose results are larger than what it reads from the
 //     arena (a 16-bit activation widened for a GEMM, passes/mixed_precision; a weight
-//     broadcast) waits for that reader's other operands: run early, it would only hold
-//     its bytes for nothing.
+//     broadcast) waits, while other ops are ready, for that reader's other operands:
+//     run early, it would only hold its bytes for nothing.
 //  3. Liveness: a tensor lives from its producer to its last reader; reshape results
 //     are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
@@ -210,27 +210,36 @@ LogicalResult planMemory(func::FuncOp fn) {
     if (Operation *reader = onlyReader(op);
         reader && reader->getBlock() == &body && !isa<func::ReturnOp>(reader) && onlyGrows(op))
       lazy.insert(op);
-  // Readers first, so that a chain of such ops (a weight's 16-bit copy, widened) waits
-  // for what its last reader waits for.
+  // What each waits for (a preference, not a dependency: when every ready op waits,
+  // the best of them runs, so no constraint can deadlock). Readers first, so that a
+  // chain of such ops (a weight's 16-bit copy, widened) waits for what its last reader
+  // waits for.
+  DenseMap<Operation *, SmallVector<Operation *>> waitsFor;
   for (Operation *op : llvm::reverse(ops)) {
     if (!lazy.count(op))
       continue;
     Operation *reader = onlyReader(op);
+    SmallVector<Operation *> &w = waitsFor[op];
     for (Value in : reader->getOperands()) {
       Operation *d = in.getDefiningOp();
-      if (d == op || (d && d->getBlock() != &body))
+      if (!d || d == op || d->getBlock() != &body)
         continue;
       // Another lazy producer of the same reader: wait for what it reads instead.
-      if (d && lazy.count(d)) {
+      if (lazy.count(d)) {
         for (Value x : d->getOperands())
-          if (Operation *dd = x.getDefiningOp(); dd && dd->getBlock() == &body)
-            extraDeps[op].push_back(dd);
+          if (Operation *dd = x.getDefiningOp(); dd && dd->getBlock() == &body && dd != op)
+            w.push_back(dd);
         continue;
       }
-      if (d)
-        extraDeps[op].push_back(d);
+      w.push_back(d);
     }
-    llvm::append_range(extraDeps[op], extraDeps[reader]);
+    for (Operation *d : extraDeps[reader])
+      if (d != op)
+        w.push_back(d);
+    if (auto it = waitsFor.find(reader); it != waitsFor.end())
+      for (Operation *d : it->second)
+        if (d != op)
+          w.push_back(d);
   }
   for (auto [i, op] : llvm::enumerate(ops))
     if (isRecompute(op))
@@ -259,6 +268,7 @@ LogicalResult planMemory(func::FuncOp fn) {
     remaining[root] = distinct.size();
   }
   SmallVector<Operation *> ready, order;
+  DenseSet<Operation *> scheduled;
   for (Operation *op : ops)
     if (!pendingDeps[op])
       ready.push_back(op);
@@ -276,16 +286,27 @@ LogicalResult planMemory(func::FuncOp fn) {
       }
       return s;
     };
+    auto waiting = [&](Operation *op) {
+      auto it = waitsFor.find(op);
+      return it != waitsFor.end() &&
+             llvm::any_of(it->second, [&](Operation *d) { return !scheduled.count(d); });
+    };
     auto best = ready.begin();
+    bool bestWaits = waiting(*best);
     int64_t bestScore = score(*best);
     for (auto it = std::next(ready.begin()); it != ready.end(); ++it) {
+      bool w = waiting(*it);
       int64_t s = score(*it);
-      if (s > bestScore || (s == bestScore && original[*it] < original[*best])) {
+      if ((bestWaits && !w) ||
+          (w == bestWaits &&
+           (s > bestScore || (s == bestScore && original[*it] < original[*best])))) {
         best = it;
         bestScore = s;
+        bestWaits = w;
       }
     }
     Operation *op = *best;
+    scheduled.insert(op);
     ready.erase(best);
     order.push_back(op);
     SmallPtrSet<Value, 4> rootsSeen;

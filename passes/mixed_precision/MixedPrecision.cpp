@@ -23,6 +23,10 @@
 //       type). Constants are read as they are either way (a Python scalar).
 //     - Keep: results stay f32 (rounded operands are read widened). Every op of the
 //       optimizer stage keeps f32, whatever its rule: it updates the master weights.
+//     Results stay f32 inside one ONNX node's ops of one stage (a decomposed op, one
+//     op's gradient rule: as inside one PyTorch kernel; rounded where they leave), in a
+//     GEMM followed by its bias add (rounded after the add, as addmm), and from a
+//     backward GEMM that reads a weight (the transient gradient of an activation).
 //     A value that is not rounded gets one 16-bit copy per stage: the backward casts a
 //     weight again instead of keeping the forward's copy live through the step.
 //  3. The function's results are read widened too: the step's contract stays f32.
@@ -138,22 +142,24 @@ private:
     // The optimizer updates float32 master weights and state: all of it stays float32.
     Rule rule = isReturn || stageOf(op) == "optimizer" ? Rule::Keep : ruleOf(op);
     bool anyRounded = false, allLowable = true, anyFloat = false;
+    bool readsWeight = llvm::any_of(op->getOperands(), [&](Value v) { return isWeightLike(v); });
     for (Value v : op->getOperands()) {
       if (!isF32(v) || (rule == Rule::Follow && isConstant(v)))
         continue;
       anyFloat = true;
-      bool r = rounded.count(v);
+      bool r = rounded.count(v) || deferred.count(v);
       anyRounded |= r;
       allLowable &= r || isWeightLike(v);
     }
     bool lowOut = anyFloat && (rule == Rule::Low ||
                                (rule == Rule::Follow && anyRounded && allLowable));
-    // Operands: widened copies of rounded values (one per value for this reader).
+    // Operands: widened copies of rounded values (one per value for this reader); a GEMM's
+    // deferred result is read as it is.
     DenseMap<Value, Value> widened;
     OpBuilder b(op);
     for (OpOperand &use : op->getOpOperands()) {
       Value v = use.get();
-      if (!isF32(v) || (!lowOut && !rounded.count(v)) ||
+      if (!isF32(v) || deferred.count(v) || (!lowOut && !rounded.count(v)) ||
           (rule == Rule::Follow && isConstant(v) && !rounded.count(v)))
         continue;
       Value &w = widened[v];
@@ -163,18 +169,47 @@ private:
     }
     if (!lowOut)
       return;
+    // A GEMM whose one reader adds a bias is rounded once, after the add (as PyTorch's
+    // addmm and linear: the bias is part of the 16-bit op).
+    if (rule == Rule::Low && op->getNumResults() == 1 && op->getResult(0).hasOneUse()) {
+      Operation *user = *op->getResult(0).getUsers().begin();
+      if (isa<AddOp>(user) && llvm::all_of(user->getOperands(), [&](Value v) {
+            return v == op->getResult(0) || isWeightLike(v);
+          })) {
+        deferred.insert(op->getResult(0));
+        return;
+      }
+    }
     b.setInsertionPointAfter(op);
-    for (Value r : op->getResults())
-      if (isF32(r) && !r.use_empty()) {
+    // A backward GEMM that reads a weight computes the gradient of an activation (dy W,
+    // transient: the rest of the backward reads it at once): it stays float32. Rounded,
+    // it put ortc's GPT-2 at twice PyTorch autocast's distance from float64.
+    if (rule == Rule::Low && stageOf(op) == "backward" && readsWeight)
+      return;
+    for (Value r : op->getResults()) {
+      if (!isF32(r) || r.use_empty())
+        continue;
+      // Within one ONNX node's ops of one stage (a decomposed op, the gradient rule of
+      // one op) values stay f32, as inside one PyTorch kernel: rounded where they leave.
+      if (llvm::all_of(r.getUsers(), [&](Operation *u) {
+            return u->getLoc() == op->getLoc() && stageOf(u) == stageOf(op) &&
+                   !isa<func::ReturnOp>(u);
+          })) {
+        deferred.insert(r);
+        continue;
+      }
+      {
         Value copy = castTo(b, op, r, low);
         rounded[r] = copy;
         b.setInsertionPointAfter(copy.getDefiningOp());
       }
+    }
   }
 
   func::FuncOp fn;
   FloatType low;
   DenseMap<Value, Value> rounded; ///< f32 value whose readers read 16 bits -> those bits
+  DenseSet<Value> deferred;       ///< GEMM results rounded after their bias add
   /// (f32 value kept f32, stage of the readers) -> its 16-bit copy for Low readers
   std::map<std::pair<Value, llvm::StringRef>, Value, ValueStageLess> copies;
   llvm::SmallPtrSet<Operation *, 32> created;

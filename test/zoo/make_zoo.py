@@ -306,12 +306,10 @@ MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "resnet18": resn
 HF = ("gpt2", "bert", "llama", "t5")
 
 
-def make(name, attn=None):
-    """Seeded model (train mode, perturbed constant-valued params), feed with labels, metadata."""
-    rng = np.random.RandomState(0)
-    torch.manual_seed(0)
-    model, feed, classes, axis, notes = MODELS[name](rng, attn) if name in HF else MODELS[name](rng)
-    model = model.float().train()
+def perturb_constant_params(model):
+    """Adds seeded noise to every parameter whose elements all have one value (zero biases,
+    LayerNorm gains of 1): an exporter may merge equal initializers, and value matching of
+    initializers to parameters must be unambiguous."""
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -320,6 +318,15 @@ def make(name, attn=None):
                 c = float(flat[0])
                 scale = 0.02 if c == 0 else 0.1 * abs(c)
                 p.add_(torch.randn(p.shape, generator=g) * scale)
+    return model
+
+
+def make(name, attn=None):
+    """Seeded model (train mode, perturbed constant-valued params), feed with labels, metadata."""
+    rng = np.random.RandomState(0)
+    torch.manual_seed(0)
+    model, feed, classes, axis, notes = MODELS[name](rng, attn) if name in HF else MODELS[name](rng)
+    model = perturb_constant_params(model.float().train())
     for m in model.modules():
         for attr in ("p", "dropout", "attention_dropout"):
             v = getattr(m, attr, None)
@@ -553,25 +560,24 @@ def generate(name, exporter, optimize, log):
         notes.append("constant initializers equal to parameters: " + "; ".join(dups))
 
     def compact(res, inits):
-    """The fixture as stored: float64 updates as float32 deltas, float32 runs as their
-    per-tensor distance to float64 (what the oracle needs, at a third of the size)."""
-    out = {}
-    for k, v in res.items():
-        parts = k.split("/")
-        if len(parts) >= 4 and parts[2] == "final":
-            dt, opt, name = parts[0], parts[1], "/".join(parts[3:])
-            p0 = np.asarray(inits[name], np.float64)
-            if dt == "float64":
-                out["float64/%s/update/%s" % (opt, name)] = (v - p0).astype(np.float32)
+        """The fixture as stored: float64 updates as float32 deltas, float32 runs as their
+        per-tensor distance to float64 (what the oracle needs, at a third of the size)."""
+        out = {}
+        for k, v in res.items():
+            parts = k.split("/")
+            if len(parts) >= 4 and parts[2] == "final":
+                dt, opt, name = parts[0], parts[1], "/".join(parts[3:])
+                p0 = np.asarray(inits[name], np.float64)
+                if dt == "float64":
+                    out["float64/%s/update/%s" % (opt, name)] = (v - p0).astype(np.float32)
+                else:
+                    d64 = res["float64/%s/final/%s" % (opt, name)] - p0
+                    out["float32/%s/update_err/%s" % (opt, name)] = np.float64(rel(v - p0, d64))
             else:
-                d64 = res["float64/%s/final/%s" % (opt, name)] - p0
-                out["float32/%s/update_err/%s" % (opt, name)] = np.float64(rel(v - p0, d64))
-        else:
-            out[k] = v
-    return out
+                out[k] = v
+        return out
 
-
-def onnx_layout(o, t):
+    def onnx_layout(o, t):
         v = t.numpy()
         return v.T if layout[o] == "transposed" else v
 

@@ -3,8 +3,8 @@
 
 // A GEMM reads 16-bit copies of its operands (the parameter's copy is made once per
 // stage; the parameter itself stays float32 for the optimizer) and its result is
-// stored in 16 bits; the bias add beside it follows (the bias is rounded as autocast
-// rounds a Linear's bias), the scale by a constant too (the constant is read as it is);
+// stored in 16 bits after the bias add beside it (the bias is rounded as autocast
+// rounds a Linear's bias); the scale by a constant follows (the constant is read as it is);
 // the loss keeps float32 and reads a widened copy of its own. Every reader of a 16-bit
 // value reads its own widened copy; the results of the step stay float32.
 func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
@@ -31,35 +31,35 @@ func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK: %[[X32:.*]] = ortc.cast %[[X16]] {{.*}} -> tensor<4x8xf32>
 // CHECK: %[[W16:.*]] = ortc.cast %arg2 {ortc.stage = "forward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
 // CHECK: %[[W32:.*]] = ortc.cast %[[W16]] {{.*}} -> tensor<3x8xf32>
+// The GEMM's result is rounded once, after its bias add (as addmm).
 // CHECK: %[[M:.*]] = ortc.matmul %[[X32]], %[[W32]]
-// CHECK: %[[M16:.*]] = ortc.cast %[[M]] {{.*}} -> tensor<4x3xbf16>
-// CHECK: %[[BB:.*]] = ortc.broadcast_to %arg3
-// CHECK: %[[M32:.*]] = ortc.cast %[[M16]] {{.*}} -> tensor<4x3xf32>
-// CHECK: %[[BB16:.*]] = ortc.cast %[[BB]] {{.*}} -> tensor<4x3xbf16>
-// CHECK: %[[BB32:.*]] = ortc.cast %[[BB16]] {{.*}} -> tensor<4x3xf32>
-// CHECK: %[[Y:.*]] = ortc.add %[[M32]], %[[BB32]]
-// CHECK: %[[Y16:.*]] = ortc.cast %[[Y]] {{.*}} -> tensor<4x3xbf16>
-// CHECK: %[[Y32:.*]] = ortc.cast %[[Y16]] {{.*}} -> tensor<4x3xf32>
-// CHECK: %[[H:.*]] = ortc.mul %[[Y32]], %[[C]]
-// CHECK: %[[H16:.*]] = ortc.cast %[[H]] {{.*}} -> tensor<4x3xbf16>
-// CHECK: %[[H32:.*]] = ortc.cast %[[H16]] {{.*}} -> tensor<4x3xf32>
-// CHECK: ortc.softmax_cross_entropy %[[H32]], %arg1
-// The backward casts the weight again rather than keep the forward's copy.
+// CHECK-NEXT: %[[BB:.*]] = ortc.broadcast_to %arg3
+// CHECK-NEXT: %[[BB16:.*]] = ortc.cast %[[BB]] {{.*}} -> tensor<4x3xbf16>
+// CHECK-NEXT: %[[BB32:.*]] = ortc.cast %[[BB16]] {{.*}} -> tensor<4x3xf32>
+// CHECK-NEXT: %[[Y:.*]] = ortc.add %[[M]], %[[BB32]]
+// CHECK-NEXT: %[[Y16:.*]] = ortc.cast %[[Y]] {{.*}} -> tensor<4x3xbf16>
+// CHECK-NEXT: %[[Y32:.*]] = ortc.cast %[[Y16]] {{.*}} -> tensor<4x3xf32>
+// CHECK-NEXT: %[[H:.*]] = ortc.mul %[[Y32]], %[[C]]
+// CHECK-NEXT: %[[H16:.*]] = ortc.cast %[[H]] {{.*}} -> tensor<4x3xbf16>
+// CHECK-NEXT: %[[H32:.*]] = ortc.cast %[[H16]] {{.*}} -> tensor<4x3xf32>
+// CHECK-NEXT: ortc.softmax_cross_entropy %[[H32]], %arg1
+// The backward casts the weight again rather than keep the forward's copy, and the
+// gradient of an activation (a backward GEMM reading a weight) stays float32.
+// CHECK-NEXT: ortc.cast %[[H16]] {ortc.stage = "backward"}
+// CHECK-NEXT: %[[WB16:.*]] = ortc.cast %arg2 {ortc.stage = "backward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
+// CHECK-NEXT: %[[WB32:.*]] = ortc.cast %[[WB16]]
+// CHECK-NEXT: ortc.matmul %{{.*}}, %[[WB32]] {ortc.stage = "backward"}
+// CHECK-NOT: ortc.cast
 // CHECK: ortc.cast %[[H16]] {ortc.stage = "backward"}
-// CHECK: %[[WB16:.*]] = ortc.cast %arg2 {ortc.stage = "backward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
-// CHECK: %[[WB32:.*]] = ortc.cast %[[WB16]]
-// CHECK: ortc.matmul %{{.*}}, %[[WB32]]
-// CHECK: ortc.cast %[[H16]] {ortc.stage = "backward"}
-// CHECK: ortc.cast %arg0 {ortc.stage = "backward"} : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: ortc.cast %arg0 {ortc.stage = "backward"} : tensor<4x8xf32> -> tensor<4x8xbf16>
 // CHECK: %[[GW:.*]] = ortc.matmul
-// CHECK: %[[GW16:.*]] = ortc.cast %[[GW]] {{.*}} -> tensor<3x8xbf16>
+// CHECK-NEXT: %[[GW16:.*]] = ortc.cast %[[GW]] {{.*}} -> tensor<3x8xbf16>
 // The optimizer reads the float32 master weight and a widened gradient, and its
 // elementwise ops keep float32.
-// CHECK: %[[GW32:.*]] = ortc.cast %[[GW16]] {ortc.stage = "optimizer"} : tensor<3x8xbf16> -> tensor<3x8xf32>
-// CHECK: %[[NW:.*]] = ortc.sub %arg2, %[[GW32]]
-// CHECK-NOT: ortc.cast %[[NW]]
-// CHECK: %[[OUT:.*]] = ortc.cast %[[H16]] : tensor<4x3xbf16> -> tensor<4x3xf32>
-// CHECK: return %{{.*}}, %[[OUT]], %[[NW]] : tensor<f32>, tensor<4x3xf32>, tensor<3x8xf32>
+// CHECK-NEXT: %[[GW32:.*]] = ortc.cast %[[GW16]] {ortc.stage = "optimizer"} : tensor<3x8xbf16> -> tensor<3x8xf32>
+// CHECK-NEXT: %[[NW:.*]] = ortc.sub %arg2, %[[GW32]]
+// CHECK-NEXT: %[[OUT:.*]] = ortc.cast %[[H16]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK-NEXT: return %{{.*}}, %[[OUT]], %[[NW]] : tensor<f32>, tensor<4x3xf32>, tensor<3x8xf32>
 // FP16: ortc.cast %arg2 {ortc.stage = "forward"} : tensor<3x8xf32> -> tensor<3x8xf16>
 
 // LayerNorm keeps float32 (its saved statistics too): its output is rounded only by the
@@ -75,3 +75,24 @@ func.func @forward(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[N:.*]], %{{.*}}, %{{.*}} = ortc.layer_norm %arg0, %arg1 {{.*}} -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
 // CHECK: %[[N16:.*]] = ortc.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+
+// The ops of one ONNX node (one location) and stage keep float32 between them: a GELU
+// written as three ops is rounded once, where its value leaves the node.
+func.func @eval_step(%x: tensor<4x8xf32> {ortc.name = "x"},
+                     %w: tensor<8x8xf32> {ortc.name = "w", ortc.role = "parameter"})
+    -> (tensor<4x8xf32> {ortc.name = "y", ortc.role = "output"}) {
+  %m = ortc.matmul %x, %w {ortc.stage = "forward"} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc("fc")
+  %a = ortc.tanh %m {ortc.stage = "forward"} : tensor<4x8xf32> loc("act")
+  %b = ortc.mul %a, %m {ortc.stage = "forward"} : tensor<4x8xf32> loc("act")
+  %c = ortc.relu %b {ortc.stage = "forward"} : tensor<4x8xf32> loc("act")
+  return %c : tensor<4x8xf32>
+}
+// CHECK-LABEL: func.func @eval_step
+// CHECK: %[[M:.*]] = ortc.matmul
+// CHECK-NEXT: %[[M16:.*]] = ortc.cast %[[M]] {{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[M32:.*]] = ortc.cast %[[M16]]
+// CHECK-NEXT: %[[A:.*]] = ortc.tanh %[[M32]]
+// CHECK-NEXT: %[[M32B:.*]] = ortc.cast %[[M16]]
+// CHECK-NEXT: %[[B:.*]] = ortc.mul %[[A]], %[[M32B]]
+// CHECK-NEXT: %[[C:.*]] = ortc.relu %[[B]]
+// CHECK-NEXT: %[[C16:.*]] = ortc.cast %[[C]] {{.*}} -> tensor<4x8xbf16>
