@@ -27,8 +27,9 @@
 //     op's gradient rule: as inside one PyTorch kernel; rounded where they leave), in a
 //     GEMM followed by its bias add (rounded after the add, as addmm), and from a
 //     backward GEMM that reads a weight (the transient gradient of an activation).
-//     A value that is not rounded gets one 16-bit copy per stage: the backward casts a
-//     weight again instead of keeping the forward's copy live through the step.
+//     A weight gets one 16-bit copy per stage (the backward casts it again instead of
+//     keeping the forward's copy live through the step); an activation that is not
+//     rounded (a LayerNorm output read by GEMMs) gets one, which the backward reads.
 //  3. The function's results are read widened too: the step's contract stays f32.
 //
 //===----------------------------------------------------------------------===//
@@ -121,13 +122,15 @@ private:
   }
 
   /// The 16-bit copy of `v`: its stored bits if it is rounded, else a copy made before
-  /// `reader` the first time a reader of its stage asks for one (`v` itself stays f32
-  /// for other readers: the optimizer reads the master weight). The backward makes its
-  /// own copy of a weight rather than keep the forward's live through the step.
+  /// `reader` the first time one is asked for (`v` itself stays f32 for other readers:
+  /// the optimizer reads the master weight). The backward makes its own copy of a weight
+  /// rather than keep the forward's live through the step.
   Value roundedCopy(Value v, Operation *reader) {
     if (Value r = rounded.lookup(v))
       return r;
-    Value &copy = copies[{v, stageOf(reader)}];
+    // Per stage for weights (persistent: re-casting costs no arena), one for activations
+    // (the f32 value would otherwise live until the backward's copy).
+    Value &copy = copies[{v, isWeightLike(v) ? stageOf(reader) : StringRef()}];
     if (!copy) {
       OpBuilder b(reader);
       copy = castTo(b, reader, v, low);

@@ -466,6 +466,34 @@ class EmulatedTrainingRun(unittest.TestCase):
                                   "16-bit casts on emulated " + target, expect_ops=("Cast",),
                                   build_flags=["--target", target], env=flavour_env(target))
 
+    def test_sixteen_bit_training_matches_the_cpu_target(self):
+        """ortc build --precision bf16 and fp16 (loss scaling on the device) on the emulated
+        GPUs: the same roundings as the CPU target's build, so the same trajectory (float32
+        reductions in another order may move a 16-bit rounding: a loose tolerance), and the
+        fp16 step logs the loss scale it used."""
+        with tl.TempDir() as d:
+            feed = os.path.join(d, "feed.npz")
+            for precision in ("bf16", "fp16"):
+                flags = ["--dim", "batch=4", "--optimizer", "adamw", "--precision", precision]
+                cpu = build(tl.sample_path("gpt2"), os.path.join(d, precision + "-cpu.ortc"), "cpu", flags)
+                if not os.path.exists(feed):
+                    tl.random_feed(cpu, feed, 3)
+                want = train(cpu, feed, 0.01, d, precision + "-cpu", steps=3)
+                for target in TARGETS:
+                    art = build(tl.sample_path("gpt2"), os.path.join(d, precision + target + ".ortc"),
+                                target, flags)
+                    got = train(art, feed, 0.01, d, precision + target, env=flavour_env(target), steps=3)
+                    np.testing.assert_allclose(got[0], want[0], rtol=2e-3, err_msg=precision + " " + target)
+                    for k, v in want[1].items():
+                        np.testing.assert_allclose(got[1][k], v, rtol=0.05, atol=2e-3,
+                                                   err_msg="%s %s: %s" % (precision, target, k))
+                    with open(os.path.join(d, precision + target + ".jsonl")) as f:
+                        first = json.loads(f.readline())
+                    if precision == "fp16":
+                        self.assertEqual(first["loss_scale"], 65536.0)
+                    else:
+                        self.assertNotIn("loss_scale", first)
+
     def test_out_of_range_labels_are_named_on_the_gpu_target(self):
         """The GPU loss kernel checks the labels on the device, as the CPU's does: the finite
         flag refuses the step (its many NaNs are flagged race-free), then the run stops naming
