@@ -47,6 +47,8 @@ def parse_args(argv=None):
     ap.add_argument('--steps', type=int, default=10, help='timed steps after the warm-up (median; at least 5)')
     ap.add_argument('--no-ops', action='store_true', help='skip the per-op table (GEMM, ResNet-18 convolutions)')
     ap.add_argument('--no-ort', action='store_true', help='skip ONNX Runtime Training')
+    ap.add_argument('--precisions', nargs='*', default=[], metavar='P', choices=['bf16', 'fp16'],
+                    help='also build and train ortc with --precision P (bf16, fp16): arena and step time against fp32')
     ap.add_argument('--no-fusion-compare', action='store_true',
                     help='skip the second ortc build with --fusion none (launches, bytes, arena, step time)')
     ap.add_argument('--timeout', type=int, default=900, help='seconds for one build or one framework run (default 900)')
@@ -440,6 +442,19 @@ def bench_model(args, name, cfg, workdir):
             else:
                 ulog = os.path.join(workdir, '%s_ortc_unfused_%dt.jsonl' % (spec['slug'], t))
                 cell(res['unfused'], t, lambda: ortc_train(args, ub['artifact'], spec['feed'], cfg['lr'], t, ulog))
+        for prec in args.precisions:
+            # The same model stored in 16 bits (issue 26's table), in the same run.
+            pres = res.setdefault('precision', {}).setdefault(prec, {'runs': {}})
+            if 'build' not in pres:
+                cell(pres, 'build', lambda: ortc_build(
+                    args, spec['onnx'], os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], prec)),
+                    flags + ['--precision', prec]))
+            pb = pres['build']
+            if isinstance(pb, str):
+                pres['runs'][t] = pb
+            else:
+                plog = os.path.join(workdir, '%s_ortc_%s_%dt.jsonl' % (spec['slug'], prec, t))
+                cell(pres['runs'], t, lambda: ortc_train(args, pb['artifact'], spec['feed'], cfg['lr'], t, plog))
         if args.no_ort:
             res['ort'][t] = 'n/a: skipped (--no-ort)'
             continue
@@ -858,6 +873,31 @@ def fusion_rows(args, results):
     return header, rows
 
 
+def precision_rows(args, results):
+    """fp32 (the table above) vs each --precisions build: train-step arena, step time at the best
+    thread count, the first and last logged loss."""
+    header = ['model', 'precision', 'arena KiB fp32 -> 16-bit', 'step ms fp32 -> 16-bit (best threads)',
+              'loss first -> last (fp32 | 16-bit)']
+    rows = []
+    def best(d):
+        runs = [v for v in d.values() if isinstance(v, dict)]
+        return min(runs, key=lambda v: v['ms']) if runs else None
+    for name, r in results.items():
+        b = r.get('build')
+        for prec, pr in r.get('precision', {}).items():
+            pb = pr.get('build')
+            if not isinstance(b, dict) or not isinstance(pb, dict) or not b.get('arena') or not pb.get('arena'):
+                rows.append([name, prec, str(pb)[:80] if isinstance(pb, str) else '-', '-', '-'])
+                continue
+            f, h = best(r['ortc']), best(pr['runs'])
+            losses = lambda v: '%.4f -> %.4f' % (v['loss_1'], v['loss_last']) if v and 'loss_1' in v else '-'
+            rows.append([name, prec, '%d -> %d (%.0f%%)' % (b['arena'] // 1024, pb['arena'] // 1024,
+                                                             100.0 * pb['arena'] / b['arena']),
+                         '%.2f -> %.2f (%.2fx)' % (f['ms'], h['ms'], f['ms'] / h['ms']) if f and h else '-',
+                         '%s | %s' % (losses(f), losses(h))])
+    return header, rows
+
+
 def report(args, results, ops, mach, markdown):
     """The whole output (also the README block): header, model table, targets, op table, details."""
     lines = []
@@ -878,6 +918,13 @@ def report(args, results, ops, mach, markdown):
         lines.append('')
         lines.append('Kernel formation (ortc build --fusion default, the table above) against --fusion none (one '
                      'kernel per op), same run; the train step:')
+        lines.append('')
+        lines.append(render(header, rows, markdown))
+    header, rows = precision_rows(args, results)
+    if rows:
+        lines.append('')
+        lines.append('Mixed precision (ortc build --precision, activations stored in 16 bits, float32 compute and '
+                     'master weights) against the fp32 build above, same run; the train step:')
         lines.append('')
         lines.append(render(header, rows, markdown))
     if ops:
