@@ -583,6 +583,14 @@ std::string KernelPrinter::fusedNodes(Operation *op) {
   return out;
 }
 
+std::string KernelPrinter::accumArg(Operation *op) const {
+  std::optional<Accumulation> a = accumulationOf(op);
+  if (!a)
+    return "";
+  return ", " + lib + "Accum{" + lib + (a->type.isBF16() ? "Accum::Bf16" : "Accum::Half") +
+         ", " + std::to_string(a->chunk) + "}";
+}
+
 void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
                              ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                              ArrayRef<int64_t> dil, int64_t group) {
@@ -590,6 +598,7 @@ void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
   int ns2 = xs.size() - 2;
   body << "  " << ns << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
        << "; g.C = " << xs[1] << "; g.M = " << ws[0] << "; g.group = " << group << ";\n";
+
   for (int i = 0; i < ns2; ++i)
     body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << ws[i + 2]
          << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
@@ -694,7 +703,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
              << ", axes[] = " << cList(r.getAxes()) << ";\n";
         body << "  " << lib << "reduce(" << typed(r.getX()) << ", dims, "
              << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
-             << typed(res, true) << ", " << lib << "ReduceKind::" << kind << callTail << ");\n";
+             << typed(res, true) << ", " << lib << "ReduceKind::" << kind << accumArg(op)
+             << callTail << ");\n";
         return true;
       })
       .Case([&](ReduceProdGradOp g) {
@@ -738,14 +748,18 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         size_t r = as.size();
         int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
         int64_t batch = dimProduct(as, 0, r - 2);
-        body << "  " << lib << "matmul(" << typed(m.getA()) << ", " << typed(m.getB()) << ", "
+        std::string accum = accumArg(op);
+        body << "  " << lib << (accum.empty() ? "matmul(" : "matmulAccum(") << typed(m.getA()) << ", " << typed(m.getB()) << ", "
              << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
-             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << callTail << ");\n";
+             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << accum
+             << callTail << ");\n";
         return true;
       })
       .Case([&](ConvOp c) {
         convGeom(lib, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
+        if (std::string a = accumArg(op); !a.empty())
+          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
              << (c.getBias() ? typed(c.getBias()) : typedNull(res)) << ", " << typed(res, true)
              << ", g" << callTail << ");\n";
@@ -754,6 +768,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
       .Case([&](ConvGradInputOp c) {
         convGeom(lib, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
+        if (std::string a = accumArg(op); !a.empty())
+          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
              << ", " << typed(res, true) << ", g" << callTail << ");\n";
         return true;
@@ -761,6 +777,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
       .Case([&](ConvGradWeightOp c) {
         convGeom(lib, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
+        if (std::string a = accumArg(op); !a.empty())
+          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
              << ", " << typed(res, true) << ", g" << callTail << ");\n";
         return true;

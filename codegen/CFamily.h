@@ -185,6 +185,8 @@ protected:
                 llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> strides,
                 llvm::ArrayRef<int64_t> pads, llvm::ArrayRef<int64_t> dilations,
                 bool countIncludePad);
+  /// `, <lib>Accum{kind, chunk}` for an op with ortc.accum (its sums in 16 bits), else "".
+  std::string accumArg(mlir::Operation *op) const;
   mlir::LogicalResult unsupported(mlir::Operation *op, const std::string &why,
                                   std::string &error);
   /// Prints the call of `op` into the kernel library when every target calls it the

@@ -7,6 +7,7 @@
 #include "compiler/Eval/Evaluator.h"
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "ortc_kernels.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -112,6 +113,16 @@ template <typename T> EvalTensor<T> fromAttr(ElementsAttr attr) {
     for (APInt v : dense.getValues<APInt>())
       t.i.push_back(v.getSExtValue());
   return t;
+}
+
+/// The kernel library's Accum of `op` (ortc.accum; none: float).
+kern::Accum accumOf(Operation *op) {
+  kern::Accum a;
+  if (std::optional<Accumulation> acc = accumulationOf(op)) {
+    a.kind = acc->type.isBF16() ? kern::Accum::Bf16 : kern::Accum::Half;
+    a.chunk = acc->chunk;
+  }
+  return a;
 }
 
 kern::ConvGeom convGeom(const Shape &x, const Shape &w, const Shape &y,
@@ -378,7 +389,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         ArrayRef<int64_t> axes = r.getAxes();
         if (out.isFloat)
           kern::reduce(x.f.data(), x.shape.data(), x.shape.size(), axes.data(), axes.size(),
-                       out.f.data(), kind);
+                       out.f.data(), kind, accumOf(op));
         else
           kern::reduce(x.i.data(), x.shape.data(), x.shape.size(), axes.data(), axes.size(),
                        out.i.data(), kind);
@@ -479,7 +490,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         int64_t M = out.shape[r - 2], N = out.shape[r - 1];
         int64_t K = m.getTransA() ? a[r - 2] : a[r - 1];
         kern::matmul(get(m.getA()).f.data(), get(m.getB()).f.data(), out.f.data(), batch, M, N,
-                     K, m.getTransA(), m.getTransB());
+                     K, m.getTransA(), m.getTransB(), false, accumOf(op));
         set(m.getResult(), std::move(out));
         return success();
       })
@@ -487,6 +498,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         EvalTensor<T> out = make(c.getResult());
         auto g = convGeom(shapeOf(c.getX()), shapeOf(c.getW()), out.shape, c.getStrides(),
                           c.getPads(), c.getDilations(), c.getGroup());
+        g.accum = accumOf(op);
         const T *bias = c.getBias() ? get(c.getBias()).f.data() : nullptr;
         kern::convForward(get(c.getX()).f.data(), get(c.getW()).f.data(), bias, out.f.data(), g);
         set(c.getResult(), std::move(out));
@@ -496,6 +508,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         EvalTensor<T> out = make(c.getResult());
         auto g = convGeom(out.shape, shapeOf(c.getW()), shapeOf(c.getDy()), c.getStrides(),
                           c.getPads(), c.getDilations(), c.getGroup());
+        g.accum = accumOf(op);
         kern::convGradInput(get(c.getDy()).f.data(), get(c.getW()).f.data(), out.f.data(), g);
         set(c.getResult(), std::move(out));
         return success();
@@ -504,6 +517,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         EvalTensor<T> out = make(c.getResult());
         auto g = convGeom(shapeOf(c.getX()), out.shape, shapeOf(c.getDy()), c.getStrides(),
                           c.getPads(), c.getDilations(), c.getGroup());
+        g.accum = accumOf(op);
         kern::convGradWeight(get(c.getDy()).f.data(), get(c.getX()).f.data(), out.f.data(), g);
         set(c.getResult(), std::move(out));
         return success();

@@ -132,6 +132,8 @@ void buildPhasePipeline(Phase phase, OpPassManager &pm, const BuildOptions &opti
     if (options.precision != "fp32") {
       MixedPrecisionOptions mp;
       mp.dtype = options.precision;
+      mp.accum = options.accumDtype;
+      mp.accumChunk = options.accumChunk;
       pm.addPass(createMixedPrecision(mp));
     }
     break;

@@ -53,7 +53,8 @@ ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).
 
 bool hasRole(Operation *op, FusionRole role) {
   auto f = dyn_cast_or_null<FusionOpInterface>(op);
-  return f && f.getFusionRole() == role;
+  // A sum in 16-bit chunks (ortc.accum) runs its library kernel, which emulates it.
+  return f && f.getFusionRole() == role && !accumulationOf(op);
 }
 
 /// A pointwise op codegen can put in a kernel: one result.

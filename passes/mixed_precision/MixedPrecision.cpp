@@ -31,6 +31,10 @@
 //     keeping the forward's copy live through the step); an activation that is not
 //     rounded (a LayerNorm output read by GEMMs) gets one, which the backward reads.
 //  3. The function's results are read widened too: the step's contract stays f32.
+//  4. With accum = chunked16 | plain16, an op that computes on 16-bit operands (Low, or
+//     Follow with a 16-bit result) and sums (PrecisionOpInterface::sumsInLowPrecision:
+//     GEMMs, convolutions, sums and means) gets ortc.accum: its kernel adds in the
+//     16-bit type, in chunks of accum-chunk terms (chunked16) or all of them (plain16).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/mixed_precision/Passes.h"
@@ -66,7 +70,9 @@ struct ValueStageLess {
 
 class Rounder {
 public:
-  Rounder(func::FuncOp fn, FloatType low) : fn(fn), low(low) {}
+  /// `accum`: the ortc.accum of ops that compute in 16 bits and sum (none: float).
+  Rounder(func::FuncOp fn, FloatType low, std::optional<Accumulation> accum)
+      : fn(fn), low(low), accum(accum) {}
 
   void run() {
     SmallVector<Operation *> ops;
@@ -172,6 +178,9 @@ private:
     }
     if (!lowOut)
       return;
+    // Its operands are 16-bit values: with --accum-dtype its sums are too.
+    if (accum && cast<PrecisionOpInterface>(op).sumsInLowPrecision())
+      setAccumulation(op, *accum);
     // A GEMM whose one reader adds a bias is rounded once, after the add (as PyTorch's
     // addmm and linear: the bias is part of the 16-bit op).
     if (rule == Rule::Low && op->getNumResults() == 1 && op->getResult(0).hasOneUse()) {
@@ -211,6 +220,7 @@ private:
 
   func::FuncOp fn;
   FloatType low;
+  std::optional<Accumulation> accum;
   DenseMap<Value, Value> rounded; ///< f32 value whose readers read 16 bits -> those bits
   DenseSet<Value> deferred;       ///< GEMM results rounded after their bias add
   /// (f32 value kept f32, stage of the readers) -> its 16-bit copy for Low readers
@@ -233,9 +243,23 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
           << dtype << "'";
       return signalPassFailure();
     }
+    std::optional<Accumulation> accumulation;
+    if (accum == "chunked16" || accum == "plain16") {
+      if (accum == "chunked16" && accumChunk <= 0) {
+        getOperation().emitError("ortc-mixed-precision: accum-chunk must be positive, not ")
+            << accumChunk;
+        return signalPassFailure();
+      }
+      accumulation = Accumulation{low, accum == "chunked16" ? int64_t(accumChunk) : 0};
+    } else if (accum != "fp32") {
+      getOperation().emitError(
+          "ortc-mixed-precision: accum must be fp32, chunked16 or plain16, not '")
+          << accum << "'";
+      return signalPassFailure();
+    }
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal())
-        Rounder(fn, low).run();
+        Rounder(fn, low, accumulation).run();
     getOperation()->setAttr("ortc.precision", StringAttr::get(ctx, dtype));
   }
 };

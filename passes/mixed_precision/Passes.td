@@ -19,10 +19,17 @@ def MixedPrecision : Pass<"ortc-mixed-precision", "mlir::ModuleOp"> {
     same places. Parameters stay float32 master weights (arguments of the step); a GEMM
     reads a 16-bit copy made once per step at its first reader. The gradients that
     reach the optimizer, the loss and every step result are float32. Float64 models
-    are left as they are.
+    are left as they are. With `accum` chunked16 or plain16, the ops that compute on
+    16-bit operands and sum (GEMMs, convolutions, sums and means) accumulate in
+    `dtype` (the ortc.accum attribute): chunks of `accum-chunk` terms whose sums add in
+    float, or one 16-bit sum throughout.
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 | fp16">
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 | fp16">,
+    Option<"accum", "accum", "std::string", /*default=*/"\"fp32\"",
+           "How GEMMs and sums on 16-bit operands accumulate: fp32 | chunked16 | plain16">,
+    Option<"accumChunk", "accum-chunk", "int64_t", /*default=*/"64",
+           "Terms per 16-bit partial sum with chunked16 (Wang et al. 2018: 64)">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

@@ -117,6 +117,11 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
   for (const char *flag : {"--loss-scale-init", "--loss-scale-interval"})
     if (given(flag) && b.precision != "fp16")
       return std::string(flag) + " is for --precision fp16 (bf16 needs no loss scaling)";
+  if ((given("--accum-dtype") && b.accumDtype != "fp32") && b.precision == "fp32")
+    return "--accum-dtype " + b.accumDtype +
+           " accumulates in the 16-bit type of --precision bf16 or fp16";
+  if (given("--accum-chunk") && b.accumDtype != "chunked16")
+    return "--accum-chunk is the chunk length of --accum-dtype chunked16";
   if (b.syncBatchnorm && b.target != "cpu")
     return "--sync-batchnorm is for --target cpu so far (its BatchNorm kernels have no GPU "
            "version yet)";
@@ -250,6 +255,17 @@ int main(int argc, char **argv) {
       "--loss-scale-interval", b.lossScaleInterval,
       "--precision fp16: good steps in a row before the loss scale doubles")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))->default_val(2000);
+  build->add_option(
+      "--accum-dtype", b.accumDtype,
+      "--precision bf16|fp16: how GEMMs, convolutions and sums on 16-bit operands add. "
+      "fp32: in float; chunked16: in the 16-bit type over chunks of --accum-chunk terms "
+      "whose sums add in float (Wang et al. 2018: what hardware with fast 16-bit "
+      "accumulation can use; emulated on the CPU, slower); plain16: in the 16-bit type "
+      "throughout (for comparison)")
+      ->check(CLI::IsMember({"fp32", "chunked16", "plain16"}))->default_val("fp32");
+  build->add_option("--accum-chunk", b.accumChunk,
+                    "--accum-dtype chunked16: terms per 16-bit partial sum")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30))->default_val(64);
   build->add_option("--recompute", b.recompute,
                     "Gradient checkpointing. none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "

@@ -463,6 +463,169 @@ inline bool isPointwise(const Spatial3 &g) {
 } // namespace detail
 
 //===----------------------------------------------------------------------===//
+// 16-bit accumulation (ortc build --accum-dtype chunked16 | plain16)
+//===----------------------------------------------------------------------===//
+//
+// Hardware with fast 16-bit arithmetic can also add in 16 bits. A long sum held in
+// bfloat16 (8 significant bits) stops growing once its terms fall below half its
+// ulp: 1e6 terms of about 1 sum to a few hundred. Chunk-based accumulation (Wang
+// et al., "Training Deep Neural Networks with 8-bit Floating Point Numbers", 2018)
+// adds in the 16-bit type over chunks of C terms only and adds the chunk sums in
+// float, so no partial sum outgrows its terms by more than C times; the paper's
+// analysis puts C at 64. These kernels *emulate* that arithmetic on the CPU (and the
+// GPU library does the same in its tiled GEMM and reduction): each addition's
+// result is rounded to nearest even in the 16-bit type, products of two 16-bit values
+// being exact in float. `Accum` says which: Float is ortc's default (the float GEMMs,
+// double sums); Bf16/Half with chunk C > 0 is chunked16; chunk 0 keeps one 16-bit
+// partial sum for the whole reduction (plain16, for comparison). Which ops accumulate
+// so is the compiler's choice (the GEMMs and sums of a --precision bf16|fp16 step).
+struct Accum {
+  enum Kind : int32_t { Float = 0, Bf16 = 1, Half = 2 };
+  int32_t kind = Float;
+  int64_t chunk = 0; ///< terms per 16-bit partial sum; 0: a single one (plain16)
+};
+/// The chunk length of chunked16 unless the build says otherwise (the paper's).
+constexpr int64_t kDefaultAccumChunk = 64;
+
+namespace detail {
+/// x rounded to the 16-bit type of Kind, as a float (NaN stays NaN, overflow is inf).
+template <int Kind> inline float round16(float x) {
+  if constexpr (Kind == Accum::Bf16)
+    return bf16BitsToFloat(floatToBf16Bits(floatBits(x)));
+  else
+    return halfBitsToFloat(floatToHalfBits(floatBits(x)));
+}
+
+/// A sum of terms added one at a time in the 16-bit type of Kind, in chunks of
+/// `chunk` terms (0: one chunk) whose sums are added in float.
+template <int Kind> struct Sum16 {
+  explicit Sum16(int64_t chunk) : chunk(chunk) {}
+  void add(float x) {
+    part = round16<Kind>(part + x);
+    if (++n == chunk) {
+      total += part;
+      part = 0.0f;
+      n = 0;
+    }
+  }
+  float value() const { return total + part; }
+  int64_t chunk, n = 0;
+  float part = 0.0f, total = 0.0f;
+};
+
+/// Sum or mean of n elements at x[0], x[stride], ... accumulated as `acc` says
+/// (acc.kind != Float).
+template <int Kind, typename T>
+T sum16(const T *x, int64_t n, int64_t stride, int64_t chunk) {
+  Sum16<Kind> s(chunk);
+  for (int64_t i = 0; i < n; ++i)
+    s.add(static_cast<float>(x[i * stride]));
+  return static_cast<T>(s.value());
+}
+
+#if defined(__AVX2__) && defined(__F16C__)
+/// round16 of 8 floats (AVX2 / F16C: the same bits as the scalar code).
+template <int Kind> inline __m256 round16x8(__m256 x) {
+  if constexpr (Kind == Accum::Bf16) {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i up = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    const __m256i isNaN = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                             _mm256_set1_epi32(0x7f800000));
+    const __m256i r = _mm256_blendv_epi8(up, quiet, isNaN);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(int(0xffff0000u))));
+  } else {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+#endif
+
+/// C = op(A) op(B) (+ C when accumulate) with 16-bit accumulation (see Accum): every
+/// element of C is its products A[i, k] * B[k, j] added in k order, each sum rounded,
+/// the chunk sums added in float. Four rows of C at a time share each row of B, and
+/// with AVX2 sixteen columns are two vectors (the scalar loop does the rest). A transposed
+/// B is copied to [K, N] rows first, A to [M, K].
+template <int Kind, typename T>
+void gemm16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const T *A,
+            int64_t lda, const T *B, int64_t ldb, bool accumulate, T *C, int64_t ldc,
+            int64_t chunk) {
+  std::vector<float> rowsB(static_cast<size_t>(K * N)), rowsA(static_cast<size_t>(M * K));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j)
+      rowsB[k * N + j] = static_cast<float>(transB ? B[j * ldb + k] : B[k * ldb + j]);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      rowsA[i * K + k] = static_cast<float>(transA ? A[k * lda + i] : A[i * lda + k]);
+  const int64_t len = chunk > 0 ? chunk : K, blocks = (M + 3) / 4;
+  ORTC_KERN_PARALLEL_FOR(M * N * K)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * 4, rows = std::min<int64_t>(4, M - i0);
+    const float *a[4];
+    for (int r = 0; r < 4; ++r)
+      a[r] = rowsA.data() + std::min(i0 + r, M - 1) * K; // a missing row repeats the last
+    int64_t j0 = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+    // 4 rows x 16 columns: eight independent chains of add-and-round per k.
+    for (; j0 + 16 <= N; j0 += 16) {
+      float total[4][16] = {};
+      for (int64_t k0 = 0; k0 < K; k0 += len) {
+        __m256 part[4][2];
+        for (int r = 0; r < 4; ++r)
+          part[r][0] = part[r][1] = _mm256_setzero_ps();
+        const int64_t k1 = std::min(K, k0 + len);
+        for (int64_t k = k0; k < k1; ++k) {
+          const float *brow = rowsB.data() + k * N + j0;
+          const __m256 b0 = _mm256_loadu_ps(brow), b1 = _mm256_loadu_ps(brow + 8);
+          _Pragma("GCC unroll 4") // the chains in registers (-O2 does not unroll it)
+          for (int r = 0; r < 4; ++r) {
+            const __m256 av = _mm256_set1_ps(a[r][k]);
+            part[r][0] = round16x8<Kind>(_mm256_add_ps(part[r][0], _mm256_mul_ps(av, b0)));
+            part[r][1] = round16x8<Kind>(_mm256_add_ps(part[r][1], _mm256_mul_ps(av, b1)));
+          }
+        }
+        for (int r = 0; r < 4; ++r)
+          for (int h = 0; h < 2; ++h)
+            _mm256_storeu_ps(total[r] + 8 * h,
+                             _mm256_add_ps(_mm256_loadu_ps(total[r] + 8 * h), part[r][h]));
+      }
+      for (int r = 0; r < rows; ++r) {
+        T *c = C + (i0 + r) * ldc + j0;
+        for (int j = 0; j < 16; ++j)
+          c[j] = static_cast<T>(accumulate ? static_cast<float>(c[j]) + total[r][j]
+                                           : total[r][j]);
+      }
+    }
+#endif
+    for (; j0 < N; ++j0)
+      for (int r = 0; r < rows; ++r) {
+        float part = 0.0f, total = 0.0f;
+        for (int64_t k0 = 0; k0 < K; k0 += len) {
+          part = 0.0f;
+          for (int64_t k = k0; k < std::min(K, k0 + len); ++k)
+            part = round16<Kind>(part + a[r][k] * rowsB[k * N + j0]);
+          total += part;
+        }
+        T *c = C + (i0 + r) * ldc + j0;
+        *c = static_cast<T>(accumulate ? static_cast<float>(*c) + total : total);
+      }
+  }
+}
+} // namespace detail
+
+/// The sum of n elements accumulated as `acc` says (Float: in double, as `reduce`).
+template <typename T> T sumAccum(const T *x, int64_t n, Accum acc) {
+  if (acc.kind == Accum::Bf16)
+    return detail::sum16<Accum::Bf16>(x, n, 1, acc.chunk);
+  if (acc.kind == Accum::Half)
+    return detail::sum16<Accum::Half>(x, n, 1, acc.chunk);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i)
+    s += static_cast<double>(x[i]);
+  return static_cast<T>(s);
+}
+
+//===----------------------------------------------------------------------===//
 // GEMM
 //===----------------------------------------------------------------------===//
 
@@ -527,20 +690,44 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 #endif
 }
 
+/// gemm accumulated as `acc` says: Float is the gemm above; the 16-bit kinds
+/// (alpha 1, beta 0 or 1: the kernels' uses) are detail::gemm16.
+template <typename T>
+void gemm(const Accum &acc, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          T alpha, const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,
+          int64_t ldc) {
+  if (acc.kind == Accum::Float || M <= 0 || N <= 0)
+    return gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (acc.kind == Accum::Bf16)
+    detail::gemm16<Accum::Bf16>(transA, transB, M, N, K, A, lda, B, ldb, beta != T(0), C,
+                                ldc, acc.chunk);
+  else
+    detail::gemm16<Accum::Half>(transA, transB, M, N, K, A, lda, B, ldb, beta != T(0), C,
+                                ldc, acc.chunk);
+}
+
 /// Batched matmul with explicit batch strides (in elements) for A and B; a
 /// stride of 0 broadcasts that operand over the batch (torch.matmul
 /// broadcasting of a 2-d operand). C is contiguous [batch, M, N]:
 /// C[b] = op(A[b]) @ op(B[b]) (+ C[b] when accumulate). A[b] is [M, K]
-/// ([K, M] when transA), B[b] is [K, N] ([N, K] when transB).
+/// ([K, M] when transA), B[b] is [K, N] ([N, K] when transB). `acc`: how the
+/// products are summed (16-bit kinds: see Accum).
 template <typename T>
 void matmulStrided(const T *A, int64_t strideA, const T *B, int64_t strideB,
                    T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
-                   bool transA, bool transB, bool accumulate = false) {
+                   bool transA, bool transB, bool accumulate = false,
+                   Accum acc = Accum()) {
   const int64_t lda = transA ? M : K;
   const int64_t ldb = transB ? K : N;
   const T beta = accumulate ? T(1) : T(0);
   if (batch <= 0)
     return;
+  if (acc.kind != Accum::Float) {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(acc, transA, transB, M, N, K, T(1), A + b * strideA, lda, B + b * strideB,
+           ldb, beta, C + b * M * N, N);
+    return;
+  }
   // Shared B and untransposed, batch-contiguous A: one tall GEMM.
   if (strideB == 0 && !transA && (batch == 1 || strideA == M * K)) {
     gemm(false, transB, batch * M, N, K, T(1), A, lda, B, ldb, beta, C, N);
@@ -568,9 +755,16 @@ void matmulStrided(const T *A, int64_t strideA, const T *B, int64_t strideB,
 /// transB) and C is [batch, M, N]. With accumulate, C[b] += ... (beta = 1).
 template <typename T>
 void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
-            int64_t K, bool transA, bool transB, bool accumulate = false) {
+            int64_t K, bool transA, bool transB, bool accumulate = false,
+            Accum acc = Accum()) {
   matmulStrided(A, M * K, B, K * N, C, batch, M, N, K, transA, transB,
-                accumulate);
+                accumulate, acc);
+}
+/// matmul (C overwritten) summed as `acc` says (generated code's call for ortc.accum).
+template <typename T>
+void matmulAccum(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
+                 int64_t K, bool transA, bool transB, Accum acc) {
+  matmul(A, B, C, batch, M, N, K, transA, transB, false, acc);
 }
 
 //===----------------------------------------------------------------------===//
@@ -625,9 +819,11 @@ using ProdAcc = std::conditional_t<std::is_floating_point<T>::value, double, int
 /// Sum/Mean accumulate in double, Prod in detail::ProdAcc. Max propagates NaN
 /// (like torch.amax). Empty reductions give Sum = 0, Mean = NaN, Max = -inf,
 /// Prod = 1.
+/// `acc` (Sum and Mean): a 16-bit kind adds each output's terms in row-major order
+/// of the reduced axes as Accum says.
 template <typename T>
 void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
-            int nAxes, T *out, ReduceKind kind) {
+            int nAxes, T *out, ReduceKind kind, Accum acc = Accum()) {
   std::vector<char> isRed(rank > 0 ? rank : 1, 0);
   for (int i = 0; i < nAxes; ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
@@ -645,6 +841,24 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
           : kind == ReduceKind::Mean ? std::numeric_limits<T>::quiet_NaN()
                                      : detail::maxIdentity<T>();
     std::fill(out, out + outCount, v);
+    return;
+  }
+  if (acc.kind != Accum::Float &&
+      (kind == ReduceKind::Sum || kind == ReduceKind::Mean)) {
+    std::vector<int64_t> st = detail::stridesOf(dims, rank), kDims, kStr, rDims, rStr;
+    for (int d = 0; d < rank; ++d) {
+      (isRed[d] ? rDims : kDims).push_back(dims[d]);
+      (isRed[d] ? rStr : kStr).push_back(st[d]);
+    }
+    const int nk = static_cast<int>(kDims.size()), nr = static_cast<int>(rDims.size());
+    std::vector<T> terms(static_cast<size_t>(redCount));
+    for (int64_t o = 0; o < outCount; ++o) {
+      const T *base = in + detail::rowOffset(o, kDims.data(), kStr.data(), nk);
+      for (int64_t j = 0; j < redCount; ++j)
+        terms[j] = base[detail::rowOffset(j, rDims.data(), rStr.data(), nr)];
+      T s = sumAccum(terms.data(), redCount, acc);
+      out[o] = kind == ReduceKind::Mean ? static_cast<T>(s / static_cast<T>(redCount)) : s;
+    }
     return;
   }
   // Canonicalise: drop size-1 dims, merge runs of kept / reduced dims.
@@ -1234,6 +1448,7 @@ struct ConvGeom {
   int nSpatial;
   int64_t N, C, M /*out channels*/, group;
   int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  Accum accum; ///< how the GEMMs sum (16-bit kinds: the im2col templates, not oneDNN)
 };
 
 namespace detail {
@@ -1252,6 +1467,14 @@ inline ConvShape convShape(const ConvGeom &geom) {
 }
 } // namespace detail
 
+template <typename T>
+void convForwardBatched(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
+                        const ConvGeom &geom);
+template <typename T>
+void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom);
+template <typename T>
+void convGradWeightBatched(const T *dy, const T *x, T *dw, const ConvGeom &geom);
+
 /// ONNX Conv / torch.nn.functional.conv{1,2,3}d (cross-correlation) with
 /// groups: y[n, m, o] = bias[m] + sum_{c in group(m), k} w[m, c, k] *
 /// x[n, c, o * stride - padBegin + k * dilation]. bias may be null.
@@ -1259,6 +1482,8 @@ inline ConvShape convShape(const ConvGeom &geom) {
 template <typename T>
 void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
                  const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float) // one GEMM whose sums run over the whole batch
+    return convForwardBatched<T>(x, w, bias, y, geom);
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   std::vector<T> col(direct ? 0 : static_cast<size_t>(Kd * P));
@@ -1270,7 +1495,7 @@ void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
         detail::im2col(xg, Cg, s, col.data());
         cp = col.data();
       }
-      gemm(false, false, Mg, P, Kd, T(1), w + g * Mg * Kd, Kd, cp, P, T(0),
+      gemm(geom.accum, false, false, Mg, P, Kd, T(1), w + g * Mg * Kd, Kd, cp, P, T(0),
            y + (n * geom.M + g * Mg) * P, P);
     }
   }
@@ -1291,6 +1516,8 @@ void convForward(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
 /// (input positions no window reads get 0).
 template <typename T>
 void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float)
+    return convGradInputBatched<T>(dy, w, dx, geom);
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   if (!direct)
@@ -1302,9 +1529,9 @@ void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
       T *dxg = dx + (n * geom.C + g * Cg) * s.inSize;
       const T *wg = w + g * Mg * Kd;
       if (direct) {
-        gemm(true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), dxg, P);
+        gemm(geom.accum, true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), dxg, P);
       } else {
-        gemm(true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), col.data(), P);
+        gemm(geom.accum, true, false, Kd, P, Mg, T(1), wg, Kd, dyg, P, T(0), col.data(), P);
         detail::col2imAdd(col.data(), Cg, s, dxg);
       }
     }
@@ -1317,6 +1544,8 @@ void convGradInput(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
 /// N and spatial dims) is left to the caller (`reduce`).
 template <typename T>
 void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float) // dW's sums over N*P in one GEMM
+    return convGradWeightBatched<T>(dy, x, dw, geom);
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const bool direct = detail::isPointwise(s);
   if (geom.N == 0 || P == 0) {
@@ -1332,7 +1561,7 @@ void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
         detail::im2col(xg, Cg, s, col.data());
         cp = col.data();
       }
-      gemm(false, true, Mg, Kd, P, T(1), dy + (n * geom.M + g * Mg) * P, P, cp,
+      gemm(geom.accum, false, true, Mg, Kd, P, T(1), dy + (n * geom.M + g * Mg) * P, P, cp,
            P, n == 0 ? T(0) : T(1), dw + g * Mg * Kd, Kd);
     }
   }
@@ -1395,7 +1624,7 @@ void convForwardBatched(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
       ys(static_cast<size_t>(Mg * NP));
   for (int64_t g = 0; g < G && NP; ++g) {
     detail::im2colBatch(x, geom, s, g, cols.data(), one.data());
-    gemm(false, false, Mg, NP, Kd, T(1), w + g * Mg * Kd, Kd, cols.data(), NP, T(0),
+    gemm(geom.accum, false, false, Mg, NP, Kd, T(1), w + g * Mg * Kd, Kd, cols.data(), NP, T(0),
          ys.data(), NP);
     detail::batchLayout(y, ys.data(), geom.N, geom.M, g * Mg, Mg, P, false);
   }
@@ -1414,7 +1643,7 @@ void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom) 
       dys(static_cast<size_t>(Mg * NP));
   for (int64_t g = 0; g < G && NP; ++g) {
     detail::batchLayout(const_cast<T *>(dy), dys.data(), geom.N, geom.M, g * Mg, Mg, P, true);
-    gemm(true, false, Kd, NP, Mg, T(1), w + g * Mg * Kd, Kd, dys.data(), NP, T(0),
+    gemm(geom.accum, true, false, Kd, NP, Mg, T(1), w + g * Mg * Kd, Kd, dys.data(), NP, T(0),
          cols.data(), NP);
     for (int64_t n = 0; n < geom.N; ++n) {
       for (int64_t k = 0; k < Kd; ++k)
@@ -1438,7 +1667,7 @@ void convGradWeightBatched(const T *dy, const T *x, T *dw, const ConvGeom &geom)
   for (int64_t g = 0; g < G; ++g) {
     detail::im2colBatch(x, geom, s, g, cols.data(), one.data());
     detail::batchLayout(const_cast<T *>(dy), dys.data(), geom.N, geom.M, g * Mg, Mg, P, true);
-    gemm(false, true, Mg, Kd, NP, T(1), dys.data(), NP, cols.data(), NP, T(0),
+    gemm(geom.accum, false, true, Mg, Kd, NP, T(1), dys.data(), NP, cols.data(), NP, T(0),
          dw + g * Mg * Kd, Kd);
   }
 }
@@ -1730,6 +1959,8 @@ void convGradWeight(const float *dy, const float *x, float *dw, const ConvGeom &
 #endif
 ORTC_KERN_FLOAT_INLINE void convForward(const float *x, const float *w, const float *bias,
                                         float *y, const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float)
+    return convForward<float>(x, w, bias, y, geom);
   if (useBatchedConv(geom))
     return convForwardBatched<float>(x, w, bias, y, geom);
   void *ptrs[4] = {const_cast<float *>(x), const_cast<float *>(w), y,
@@ -1741,6 +1972,8 @@ ORTC_KERN_FLOAT_INLINE void convForward(const float *x, const float *w, const fl
 
 ORTC_KERN_FLOAT_INLINE void convGradInput(const float *dy, const float *w, float *dx,
                                           const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float)
+    return convGradInput<float>(dy, w, dx, geom);
   if (useBatchedConv(geom))
     return convGradInputBatched<float>(dy, w, dx, geom);
   void *ptrs[3] = {const_cast<float *>(dy), const_cast<float *>(w), dx};
@@ -1751,6 +1984,8 @@ ORTC_KERN_FLOAT_INLINE void convGradInput(const float *dy, const float *w, float
 
 ORTC_KERN_FLOAT_INLINE void convGradWeight(const float *dy, const float *x, float *dw,
                                            const ConvGeom &geom) {
+  if (geom.accum.kind != Accum::Float)
+    return convGradWeight<float>(dy, x, dw, geom);
   if (useBatchedConv(geom))
     return convGradWeightBatched<float>(dy, x, dw, geom);
   void *ptrs[3] = {const_cast<float *>(dy), const_cast<float *>(x), dw};

@@ -52,6 +52,22 @@ struct Dims {
   int rank;
 };
 
+/// How a GEMM or sum accumulates (the CPU library's Accum, same values): Float, or
+/// in bfloat16 / float16 over chunks of `chunk` terms whose sums add in float (0: one
+/// chunk). Emulated: each addition is rounded to the 16-bit type.
+struct Accum {
+  enum Kind : int32_t { Float = 0, Bf16 = 1, Half = 2 };
+  int32_t kind = Float;
+  int64_t chunk = 0;
+};
+/// x rounded to the 16-bit type of Kind, as a float.
+template <int Kind> __device__ inline float round16(float x) {
+  if constexpr (Kind == Accum::Bf16)
+    return ortc_cvt<float>(ortc_cvt<ortc_bf16>(x));
+  else
+    return ortc_cvt<float>(ortc_cvt<ortc_half>(x));
+}
+
 inline unsigned gridFor(int64_t n, int64_t per = kBlock) {
   int64_t g = (n + per - 1) / per;
   return static_cast<unsigned>(g < 1 ? 1 : (g > 0x7fffffff ? 0x7fffffff : g));
@@ -699,9 +715,35 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduceKernel(const T *in, Dims keptDi
       out[o] = static_cast<T>(kind == 1 ? acc * (1.0 / static_cast<double>(redCount)) : acc); // as the CPU
   }
 }
+/// Sum / mean with 16-bit accumulation (Accum): one thread per output adds its terms in
+/// row-major order of the reduced axes, as the CPU library does (the same bits).
+template <typename T, int Kind>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) reduce16Kernel(const T *in, Dims keptDims, Dims keptStride, Dims redDims, Dims redStride, int64_t outCount, int64_t redCount, T *out, bool mean, int64_t chunk) {
+  ORTC_FOR(o, outCount) {
+    const int64_t base = stridedOffset<int64_t>(o, 0, keptStride, keptDims);
+    float part = 0.0f, total = 0.0f;
+    int64_t n = 0;
+    for (int64_t j = 0; j < redCount; ++j) {
+      part = round16<Kind>(part + static_cast<float>(in[stridedOffset<int64_t>(j, base, redStride, redDims)]));
+      if (++n == chunk) {
+        total += part;
+        part = 0.0f;
+        n = 0;
+      }
+    }
+    const T sum = static_cast<T>(total + part);
+    out[o] = mean ? static_cast<T>(sum / static_cast<T>(redCount)) : sum;
+  }
+}
 template <typename T>
 void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int nAxes, T *out, ReduceKind kind,
             ortcStream_t s) {
+  reduce(in, dims, rank, axes, nAxes, out, kind, Accum(), s);
+}
+/// `acc` (Sum and Mean): a 16-bit kind accumulates as Accum says.
+template <typename T>
+void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int nAxes, T *out, ReduceKind kind,
+            Accum acc, ortcStream_t s) {
   bool isRed[kMaxRank] = {};
   for (int i = 0; i < nAxes; ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
@@ -730,6 +772,14 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int
          : kind == ReduceKind::Mean ? ortc_nan<T>()
                                     : ortc_lowest<T>(),
          s);
+    return;
+  }
+  if (acc.kind != Accum::Float && (kind == ReduceKind::Sum || kind == ReduceKind::Mean)) {
+    const bool mean = kind == ReduceKind::Mean;
+    if (acc.kind == Accum::Bf16)
+      reduce16Kernel<T, Accum::Bf16><<<gridFor(outCount), kBlock, 0, s>>>(in, kd, ks, rd, rs, outCount, redCount, out, mean, acc.chunk);
+    else
+      reduce16Kernel<T, Accum::Half><<<gridFor(outCount), kBlock, 0, s>>>(in, kd, ks, rd, rs, outCount, redCount, out, mean, acc.chunk);
     return;
   }
   reduceKernel<<<gridFor(outCount, 1), kBlock, 0, s>>>(in, kd, ks, rd, rs, redCount, out, static_cast<int>(kind));
@@ -1453,17 +1503,22 @@ template <typename T> void allFiniteAnd(const T *x, int64_t n, uint8_t *ok, uint
 
 /// C[b] (M x N) = A[b] (M x K) * B[b] (K x N), written through `store`. grid =
 /// (ceil(N / 64), ceil(M / 64), batch); 256 threads, each owns a 4x4 block.
-template <typename T, typename LA, typename LB, typename ST>
-__global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, int64_t K, int64_t batchBase, int64_t mBase, LA la, LB lb, ST st) {
+/// Kind != Accum::Float: each thread's sums are 16-bit partial sums over chunks of
+/// `chunk` k (0: all of K), added in float (see Accum).
+template <typename T, int Kind, typename LA, typename LB, typename ST>
+__global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, int64_t K, int64_t batchBase, int64_t mBase, LA la, LB lb, ST st, int64_t chunk) {
   __shared__ T As[kTileK][kTile + 1];
   __shared__ T Bs[kTileK][kTile + 1];
   const int64_t b = batchBase + blockIdx.z;
   const int64_t m0 = mBase + static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   T acc[4][4];
+  float total[4][4]; // the chunk sums (Kind != Float)
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 4; ++j) {
       acc[i][j] = T(0);
+      total[i][j] = 0.0f;
+    }
   for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
     for (int e = threadIdx.x; e < kTile * kTileK; e += 256) {
       const int am = e / kTileK, ak = e % kTileK; // k fastest: row-major A coalesces
@@ -1482,11 +1537,25 @@ __global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, in
         a[i] = As[kk][ty + 16 * i];
         bv[i] = Bs[kk][tx + 16 * i];
       }
+      if constexpr (Kind == Accum::Float) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          acc[i][j] += a[i] * bv[j];
+          for (int j = 0; j < 4; ++j)
+            acc[i][j] += a[i] * bv[j];
+      } else {
+        const bool chunkEnd = chunk > 0 && (k0 + kk + 1) % chunk == 0;
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            float p = round16<Kind>(static_cast<float>(acc[i][j]) +
+                                    static_cast<float>(a[i]) * static_cast<float>(bv[j]));
+            if (chunkEnd) {
+              total[i][j] += p;
+              p = 0.0f;
+            }
+            acc[i][j] = static_cast<T>(p);
+          }
+      }
     }
     ORTC_BARRIER();
   }
@@ -1494,12 +1563,12 @@ __global__ void ORTC_LAUNCH_BOUNDS(256) gemmTiledKernel(int64_t M, int64_t N, in
     for (int j = 0; j < 4; ++j) {
       const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;
       if (gm < M && gn < N)
-        st(b, gm, gn, acc[i][j]);
+        st(b, gm, gn, Kind == Accum::Float ? acc[i][j] : static_cast<T>(total[i][j] + static_cast<float>(acc[i][j])));
     }
 }
 
 template <typename T, typename LA, typename LB, typename ST>
-void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, ortcStream_t s) {
+void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, Accum acc, ortcStream_t s) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
   // grid.y and grid.z are at most 65535: batches and row tiles go in chunks.
@@ -1509,7 +1578,12 @@ void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST 
     for (int64_t mb = 0; mb < M; mb += mChunk) {
       const int64_t rows = M - mb < mChunk ? M - mb : mChunk;
       dim3 grid(gridFor(N, kTile), gridFor(rows, kTile), static_cast<unsigned>(nb));
-      gemmTiledKernel<T><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st);
+      if (acc.kind == Accum::Bf16)
+        gemmTiledKernel<T, Accum::Bf16><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, acc.chunk);
+      else if (acc.kind == Accum::Half)
+        gemmTiledKernel<T, Accum::Half><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, acc.chunk);
+      else
+        gemmTiledKernel<T, Accum::Float><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, int64_t(0));
     }
   }
 }
@@ -1549,18 +1623,26 @@ inline bool ownGemmForced() {
 
 /// torch.bmm with optional transposes (the CPU's kern::matmul). With
 /// ORTC_VENDOR_GEMM (CUDA: cuBLASLt) the vendor library runs it; else the tiled kernel.
+/// `acc` other than Float (16-bit accumulation, emulated) always runs the tiled kernel.
 template <typename T>
-void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
-            ortcStream_t s) {
+void matmulAccum(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
+                 bool transB, Accum acc, ortcStream_t s) {
 #ifdef ORTC_VENDOR_GEMM
-  if (!ownGemmForced() && ORTC_VENDOR_GEMM(A, B, C, batch, M, N, K, transA, transB, s))
+  if (acc.kind == Accum::Float && !ownGemmForced() &&
+      ORTC_VENDOR_GEMM(A, B, C, batch, M, N, K, transA, transB, s))
     return;
 #endif
   if (K == 0) {
     ORTC_MEMSET_ASYNC(C, 0, batch * M * N * sizeof(T), s);
     return;
   }
-  gemmTiled<T>(batch, M, N, K, MatA<T>{A, M * K, M, K, transA}, MatB<T>{B, K * N, K, N, transB}, MatC<T>{C, M, N}, s);
+  gemmTiled<T>(batch, M, N, K, MatA<T>{A, M * K, M, K, transA}, MatB<T>{B, K * N, K, N, transB}, MatC<T>{C, M, N},
+               acc, s);
+}
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+            ortcStream_t s) {
+  matmulAccum(A, B, C, batch, M, N, K, transA, transB, Accum(), s);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1577,6 +1659,7 @@ struct ConvGeom {
   int nSpatial;
   int64_t N, C, M, group;
   int64_t in[3], kernel[3], out[3], stride[3], padBegin[3], dilation[3];
+  Accum accum; ///< how the GEMM sums
 };
 struct PoolGeom {
   int nSpatial;
@@ -1653,7 +1736,7 @@ void convForward(const T *x, const T *w, const T *bias, T *y, const ConvGeom &c,
   const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
   const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize, P = g.outSize;
   gemmTiled<T>(c.N * G, Mg, P, Kd, ConvFwdA<T>{w, G, Mg, Kd}, ConvFwdB<T>{x, g, G, c.C, Cg},
-               ConvFwdC<T>{y, bias, G, Mg, c.M, P}, s);
+               ConvFwdC<T>{y, bias, G, Mg, c.M, P}, c.accum, s);
 }
 
 // Input gradient, gathered: batch b = (n, group); dx[n, g] (Cg x inSize) = w[g]
@@ -1698,7 +1781,7 @@ template <typename T> void convGradInput(const T *dy, const T *w, T *dx, const C
   const Spatial3 g = toSpatial3(c.nSpatial, c.in, c.kernel, c.out, c.stride, c.padBegin, c.dilation);
   const int64_t G = c.group, Cg = c.C / G, Mg = c.M / G, Kd = Cg * g.kSize;
   gemmTiled<T>(c.N * G, Cg, g.inSize, Mg * g.kSize, ConvDxA<T>{w, G, Mg, Kd, g.kSize},
-               ConvDxB<T>{dy, g, G, Mg, c.M}, ConvDxC<T>{dx, G, c.C, Cg, g.inSize}, s);
+               ConvDxB<T>{dy, g, G, Mg, c.M}, ConvDxC<T>{dx, G, c.C, Cg, g.inSize}, c.accum, s);
 }
 
 // Weight gradient: batch = group; dw[g] (Mg x Kd) = sum over k = (n, q) of
@@ -1732,7 +1815,7 @@ template <typename T> void convGradWeight(const T *dy, const T *x, T *dw, const 
     return;
   }
   gemmTiled<T>(G, Mg, Kd, c.N * P, ConvDwA<T>{dy, Mg, c.M, P}, ConvDwB<T>{x, g, c.C, Cg, P}, ConvDwC<T>{dw, Mg, Kd},
-               s);
+               c.accum, s);
 }
 
 //===----------------------------------------------------------------------===//

@@ -94,6 +94,10 @@ PrecisionRule MatMulOp::getPrecisionRule() { return PrecisionRule::Low; }
 PrecisionRule ConvOp::getPrecisionRule() { return PrecisionRule::Low; }
 PrecisionRule ConvGradInputOp::getPrecisionRule() { return PrecisionRule::Low; }
 PrecisionRule ConvGradWeightOp::getPrecisionRule() { return PrecisionRule::Low; }
+bool MatMulOp::sumsInLowPrecision() { return true; }
+bool ConvOp::sumsInLowPrecision() { return true; }
+bool ConvGradInputOp::sumsInLowPrecision() { return true; }
+bool ConvGradWeightOp::sumsInLowPrecision() { return true; }
 
 //===-- convolution and pooling geometry ----------------------------------===//
 

@@ -5,7 +5,7 @@
 
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
-def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
+def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
   let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
@@ -20,7 +20,7 @@ def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterf
 
 // Convolution geometry shared by conv and its gradients: strides, pads ([begin...,
 // end...]), dilations per spatial dim, and the group count.
-def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
+def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "N-d convolution (ONNX Conv, NC... layout, weight MC/g k...)";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$w,
@@ -31,7 +31,7 @@ def Ortc_ConvOp : Ortc_Op<"conv", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceM
   let assemblyFormat = "$x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>,
+def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>]> {
   let summary = "dx of conv given dy and w; the result type gives x's shape";
   let description = [{
@@ -47,7 +47,7 @@ def Ortc_ConvGradInputOp : Ortc_Op<"conv_grad_input", [Pure, DeclareOpInterfaceM
   let assemblyFormat = "$dy `,` $w attr-dict `:` functional-type(operands, $result)";
 }
 
-def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule"]>]> {
+def Ortc_ConvGradWeightOp : Ortc_Op<"conv_grad_weight", [Pure, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>]> {
   let summary = "dw of conv given dy and x; the result type gives w's shape";
   let arguments = (ins Ortc_FloatTensor:$dy, Ortc_FloatTensor:$x,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,

@@ -32,6 +32,24 @@ void setRecompute(Operation *op) { op->setAttr(kRecomputeAttr, UnitAttr::get(op-
 
 bool isRecompute(Operation *op) { return op->hasAttrOfType<UnitAttr>(kRecomputeAttr); }
 
+void setAccumulation(Operation *op, const Accumulation &a) {
+  MLIRContext *ctx = op->getContext();
+  Builder b(ctx);
+  op->setAttr(kAccumAttr, b.getDictionaryAttr({b.getNamedAttr("type", TypeAttr::get(a.type)),
+                                                b.getNamedAttr("chunk", b.getI64IntegerAttr(a.chunk))}));
+}
+
+std::optional<Accumulation> accumulationOf(Operation *op) {
+  auto d = op->getAttrOfType<DictionaryAttr>(kAccumAttr);
+  if (!d)
+    return std::nullopt;
+  auto type = d.getAs<TypeAttr>("type");
+  auto chunk = d.getAs<IntegerAttr>("chunk");
+  if (!type || !chunk || !isa<FloatType>(type.getValue()))
+    return std::nullopt; // the verifier refuses it
+  return Accumulation{cast<FloatType>(type.getValue()), chunk.getInt()};
+}
+
 StringRef onnxNodeName(Operation *op) {
   Location loc = op->getLoc();
   if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())

@@ -1,6 +1,6 @@
 //===- OpAnnotations.h - What later phases record on ops --------*- C++ -*-===//
 //
-// Four facts about an op of a step function live in the IR as attributes of the ortc
+// Five facts about an op of a step function live in the IR as attributes of the ortc
 // dialect (checked by its attribute verifier), so that every later phase and codegen
 // reads them from the IR rather than from a pass's header:
 //   ortc.stage = "forward" | "backward" | "optimizer": which part of the training step
@@ -16,6 +16,11 @@
 //     removes the mark.
 //   ortc.arena_offsets = array<i64: ...>: per result, its byte offset in the step's
 //     arena, or -1 when the value is not in the arena (set by ortc-memory-plan).
+//   ortc.accum = {type = bf16 | f16, chunk = C : i64}: the op's kernel adds its sums
+//     in that 16-bit type, in chunks of C terms whose sums add in float (C = 0: one
+//     chunk), as `ortc build --accum-dtype chunked16 | plain16` asks (set by
+//     ortc-mixed-precision on ops whose PrecisionOpInterface says they sum; read by
+//     codegen and the evaluator; such an op is not fused).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_DIALECT_ORTC_OPANNOTATIONS_H
@@ -24,6 +29,7 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 
+#include <optional>
 #include <string>
 
 namespace ortc {
@@ -32,6 +38,7 @@ constexpr llvm::StringLiteral kStageAttr = "ortc.stage";
 constexpr llvm::StringLiteral kArenaOffsetsAttr = "ortc.arena_offsets";
 constexpr llvm::StringLiteral kRecomputeAttr = "ortc.recompute";
 constexpr llvm::StringLiteral kLossSeedAttr = "ortc.loss_seed";
+constexpr llvm::StringLiteral kAccumAttr = "ortc.accum";
 
 /// True for "forward", "backward" and "optimizer".
 bool isStage(llvm::StringRef stage);
@@ -48,6 +55,16 @@ bool isRecompute(mlir::Operation *op);
 /// The ONNX node `op` came from: its NameLoc's name (the first of a fused location's),
 /// or "" when its location carries none.
 llvm::StringRef onnxNodeName(mlir::Operation *op);
+
+/// How an op's sums accumulate when not in float (ortc.accum).
+struct Accumulation {
+  mlir::FloatType type; ///< bf16 or f16
+  int64_t chunk = 0;    ///< terms per 16-bit partial sum; 0: one for the whole sum
+};
+/// Records ortc.accum on `op`.
+void setAccumulation(mlir::Operation *op, const Accumulation &a);
+/// `op`'s ortc.accum, or std::nullopt (float accumulation).
+std::optional<Accumulation> accumulationOf(mlir::Operation *op);
 
 /// Records the arena offset of each result of `op` (-1: not in the arena).
 void setArenaOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);

@@ -47,6 +47,18 @@ LogicalResult OrtcDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError("ortc.arena_offsets holds offsets >= 0, or -1 (not in the arena)");
     return success();
   }
+  if (attr.getName() == kAccumAttr) {
+    auto d = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto type = d ? d.getAs<TypeAttr>("type") : TypeAttr();
+    auto chunk = d ? d.getAs<IntegerAttr>("chunk") : IntegerAttr();
+    if (!d || d.size() != 2 || !type || !isa<BFloat16Type, Float16Type>(type.getValue()) ||
+        !chunk || chunk.getInt() < 0)
+      return op->emitOpError("ortc.accum must be {type = bf16 | f16, chunk = C : i64} with C >= 0");
+    auto p = dyn_cast<PrecisionOpInterface>(op);
+    if (!p || !p.sumsInLowPrecision())
+      return op->emitOpError("ortc.accum on an op whose kernel has no sums to accumulate");
+    return success();
+  }
   return success(); // the other ortc.* attributes (names, roles, arena sizes) are free-form
 }
 

@@ -78,7 +78,11 @@ def Ortc_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   }];
   let methods = [
     InterfaceMethod<"How the op's operands and results are rounded.", "::ortc::PrecisionRule",
-      "getPrecisionRule", (ins), [{}], [{ return ::ortc::PrecisionRule::Follow; }]>
+      "getPrecisionRule", (ins), [{}], [{ return ::ortc::PrecisionRule::Follow; }]>,
+    InterfaceMethod<[{True when the op's kernel adds many terms (a GEMM, a convolution, a
+      sum or mean): with `--accum-dtype chunked16 | plain16` it adds them in the 16-bit
+      type (the ortc.accum attribute, OpAnnotations.h) when it computes in 16 bits.}],
+      "bool", "sumsInLowPrecision", (ins), [{}], [{ return false; }]>
   ];
 }
 

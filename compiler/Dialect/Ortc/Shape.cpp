@@ -51,6 +51,10 @@ OpFoldResult BroadcastToOp::fold(FoldAdaptor adaptor) {
 // A sum over leading dims joins the kernel that computes its input (a bias gradient
 // is accumulated as the gradient it sums is computed); FormKernels checks the axes.
 FusionRole ReduceSumOp::getFusionRole() { return FusionRole::Reduction; }
+bool ReduceSumOp::sumsInLowPrecision() { return true; }
+bool ReduceMeanOp::sumsInLowPrecision() { return true; }
+bool ReduceMaxOp::sumsInLowPrecision() { return false; }
+bool ReduceProdOp::sumsInLowPrecision() { return false; }
 
 // A kernel reads x at the broadcast index: no copy, and every consumer may do so.
 FusionRole BroadcastToOp::getFusionRole() { return FusionRole::IndexMap; }

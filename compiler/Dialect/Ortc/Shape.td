@@ -104,7 +104,8 @@ def Ortc_GatherGradOp : Ortc_Op<"gather_grad", [Pure]> {
 }
 
 class Ortc_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor, Ortc_PrecisionOpInterface,
+    : Ortc_ShapeOp<mnemonic, traits # [InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["sumsInLowPrecision"]>,
         DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Reduces over `axes` (non-negative, sorted); keeps them as 1 if keepdims";
   let arguments = (ins Ortc_Tensor:$x, DenseI64ArrayAttr:$axes,

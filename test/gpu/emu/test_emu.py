@@ -494,6 +494,34 @@ class EmulatedTrainingRun(unittest.TestCase):
                     else:
                         self.assertNotIn("loss_scale", first)
 
+    def test_sixteen_bit_accumulation_matches_the_cpu_target(self):
+        """--accum-dtype chunked16 and plain16: the GPU library's tiled GEMM (the CNN's
+        convolutions too) and sums add in bf16 as the CPU library does, chunk for chunk;
+        both differ from the float-accumulating bf16 build (the 16-bit sums ran). The CNN
+        trains with SGD: the GPU's input gradient of a convolution gathers its sums in
+        another grouping than the CPU's col2im, and AdamW's sign-like first steps would turn
+        a 16-bit rounding apart into a whole step apart."""
+        with tl.TempDir() as d:
+            for model, optimizer in (("gpt2", "adamw"), ("cnn", "sgd")):
+                feed = os.path.join(d, model + "-feed.npz")
+                base = ["--dim", "batch=4", "--optimizer", optimizer, "--precision", "bf16"]
+                ref = build(tl.sample_path(model), os.path.join(d, model + "-fp32acc.ortc"), "cpu", base)
+                tl.random_feed(ref, feed, 3)
+                float_acc = train(ref, feed, 0.01, d, model + "-fp32acc", steps=3)
+                for accum in ("chunked16", "plain16"):
+                    flags = base + ["--accum-dtype", accum] + (["--accum-chunk", "16"] if accum == "chunked16" else [])
+                    tag = model + "-" + accum
+                    cpu = build(tl.sample_path(model), os.path.join(d, tag + "-cpu.ortc"), "cpu", flags)
+                    want = train(cpu, feed, 0.01, d, tag + "-cpu", steps=3)
+                    self.assertFalse(np.array_equal(want[0], float_acc[0]), tag + ": no 16-bit sums ran")
+                    for target in TARGETS:
+                        art = build(tl.sample_path(model), os.path.join(d, tag + target + ".ortc"), target, flags)
+                        got = train(art, feed, 0.01, d, tag + target, env=flavour_env(target), steps=3)
+                        np.testing.assert_allclose(got[0], want[0], rtol=2e-3, err_msg=tag + " " + target)
+                        for k, v in want[1].items():
+                            np.testing.assert_allclose(got[1][k], v, rtol=0.05, atol=2e-3,
+                                                       err_msg="%s %s: %s" % (tag, target, k))
+
     def test_out_of_range_labels_are_named_on_the_gpu_target(self):
         """The GPU loss kernel checks the labels on the device, as the CPU's does: the finite
         flag refuses the step (its many NaNs are flagged race-free), then the run stops naming
