@@ -80,9 +80,10 @@ struct BuildOptions {
   double lossScaleInit = 65536.0;
   int64_t lossScaleInterval = 2000;
   /// bf16 / fp16: how GEMMs and sums on 16-bit operands accumulate: fp32 | chunked16
-  /// (16-bit partial sums over accumChunk terms, added in float) | plain16.
+  /// (16-bit partial sums over accumChunk terms, added in float; 0: the pass's default
+  /// for the type) | plain16.
   std::string accumDtype = "fp32";
-  int64_t accumChunk = 64;
+  int64_t accumChunk = 0;
   std::string recompute = "none"; ///< none | selective (passes/checkpointing)
   std::string fusion = "default"; ///< default | none (one kernel per op)
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes

@@ -28,8 +28,8 @@ def MixedPrecision : Pass<"ortc-mixed-precision", "mlir::ModuleOp"> {
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 | fp16">,
     Option<"accum", "accum", "std::string", /*default=*/"\"fp32\"",
            "How GEMMs and sums on 16-bit operands accumulate: fp32 | chunked16 | plain16">,
-    Option<"accumChunk", "accum-chunk", "int64_t", /*default=*/"64",
-           "Terms per 16-bit partial sum with chunked16 (Wang et al. 2018: 64)">
+    Option<"accumChunk", "accum-chunk", "int64_t", /*default=*/"0",
+           "Terms per 16-bit partial sum with chunked16; 0: by dtype (fp16 64, bf16 16)">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

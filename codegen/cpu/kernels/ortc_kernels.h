@@ -472,7 +472,7 @@ inline bool isPointwise(const Spatial3 &g) {
 // et al., "Training Deep Neural Networks with 8-bit Floating Point Numbers", 2018)
 // adds in the 16-bit type over chunks of C terms only and adds the chunk sums in
 // float, so no partial sum outgrows its terms by more than C times; the paper's
-// analysis puts C at 64. These kernels *emulate* that arithmetic on the CPU (and the
+// analysis puts C at 64 for float16 (ortc takes 16 for bfloat16's shorter significand). These kernels *emulate* that arithmetic on the CPU (and the
 // GPU library does the same in its tiled GEMM and reduction): each addition's
 // result is rounded to nearest even in the 16-bit type, products of two 16-bit values
 // being exact in float. `Accum` says which: Float is ortc's default (the float GEMMs,
@@ -484,7 +484,7 @@ struct Accum {
   int32_t kind = Float;
   int64_t chunk = 0; ///< terms per 16-bit partial sum; 0: a single one (plain16)
 };
-/// The chunk length of chunked16 unless the build says otherwise (the paper's).
+/// The paper's chunk length (float16); ortc's default for bfloat16 is 16 (the pass says why).
 constexpr int64_t kDefaultAccumChunk = 64;
 
 namespace detail {

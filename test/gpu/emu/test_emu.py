@@ -514,7 +514,8 @@ class EmulatedTrainingRun(unittest.TestCase):
                     cpu = build(tl.sample_path(model), os.path.join(d, tag + "-cpu.ortc"), "cpu", flags)
                     want = train(cpu, feed, 0.01, d, tag + "-cpu", steps=3)
                     self.assertFalse(np.array_equal(want[0], float_acc[0]), tag + ": no 16-bit sums ran")
-                    for target in TARGETS:
+                    # The CNN's convolutions on one target: the other runs the same templates.
+                    for target in TARGETS if model == "gpt2" else TARGETS[:1]:
                         art = build(tl.sample_path(model), os.path.join(d, tag + target + ".ortc"), target, flags)
                         got = train(art, feed, 0.01, d, tag + target, env=flavour_env(target), steps=3)
                         np.testing.assert_allclose(got[0], want[0], rtol=2e-3, err_msg=tag + " " + target)

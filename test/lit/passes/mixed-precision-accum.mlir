@@ -30,3 +30,8 @@ func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
 // PLAIN-NOT: ortc.accum
 // FP32-NOT: ortc.accum
 // BAD: accum must be fp32, chunked16 or plain16, not 'int8'
+// RUN: ortc-opt --ortc-mixed-precision="dtype=bf16 accum=chunked16" %s | FileCheck %s --check-prefix=DEFAULT-BF16
+// RUN: ortc-opt --ortc-mixed-precision="dtype=fp16 accum=chunked16" %s | FileCheck %s --check-prefix=DEFAULT-FP16
+// The default chunk: 64 terms for float16 (the paper's), 16 for bfloat16.
+// DEFAULT-BF16: ortc.matmul {{.*}}ortc.accum = {chunk = 16 : i64, type = bf16}
+// DEFAULT-FP16: ortc.matmul {{.*}}ortc.accum = {chunk = 64 : i64, type = f16}
