@@ -29,7 +29,8 @@
 //    then squared deviations), never E[x^2] - E[x]^2. Left to float: GEMM-based
 //    kernels (matmul, conv and their gradients; oneDNN, as in PyTorch) and the
 //    scatter-adds of gradients (pooling, col2im, gatherGrad, scatterElements'
-//    add), whose element counts are small.
+//    add), whose element counts are small. An Accum argument (--accum-dtype) makes
+//    GEMMs, convolutions and reduce's sums add in emulated 16-bit instead.
 //  * The code compiles and is correct with and without -fopenmp. Threads are
 //    OpenMP's only: oneDNN (built on the same libgomp) runs inside that pool,
 //    single-threaded when called from inside a parallel region.

@@ -15,7 +15,8 @@
 // CPU library (same kernels, same error bound: a float result does not degrade with
 // the count of its terms; variances two-pass), but in a different order (strided
 // per-thread partials, then a tree across the block), so results agree to rounding
-// only. GEMM accumulates in float, like cuBLAS with FP32 compute.
+// only. GEMM accumulates in float, like cuBLAS with FP32 compute, except where an Accum
+// (--accum-dtype) asks for emulated 16-bit sums (tiled GEMM and reductions only).
 // Dropout uses the CPU library's counter-based hash bit for bit.
 //
 //===----------------------------------------------------------------------===//
