@@ -44,7 +44,6 @@
 
 #include "mlir/IR/Builders.h"
 
-#include <map>
 
 using namespace mlir;
 
@@ -58,15 +57,6 @@ bool isF32(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.getElementType().isF32();
 }
-
-struct ValueStageLess {
-  bool operator()(const std::pair<mlir::Value, llvm::StringRef> &a,
-                  const std::pair<mlir::Value, llvm::StringRef> &b) const {
-    if (a.first != b.first)
-      return a.first.getAsOpaquePointer() < b.first.getAsOpaquePointer();
-    return a.second < b.second;
-  }
-};
 
 class Rounder {
 public:
@@ -224,7 +214,7 @@ private:
   DenseMap<Value, Value> rounded; ///< f32 value whose readers read 16 bits -> those bits
   DenseSet<Value> deferred;       ///< GEMM results rounded after their bias add
   /// (f32 value kept f32, stage of the readers) -> its 16-bit copy for Low readers
-  std::map<std::pair<Value, llvm::StringRef>, Value, ValueStageLess> copies;
+  DenseMap<std::pair<Value, StringRef>, Value> copies;
   llvm::SmallPtrSet<Operation *, 32> created;
 };
 

@@ -9,7 +9,7 @@ distance of p_N - p_0 over every parameter together); a model marked chaotic in 
 step without changing anything, halves the scale and recovers; the 16-bit artifacts record their
 precision and the GPT's train-step arena shrinks.
 
-Environment: ORTC_BUILD (default build/), ORTC_KERNEL_CACHE (default $ORTC_BUILD/kernel-cache).
+Environment: ORTC_BUILD (default build/); see test/python/ortc_testlib.py.
 """
 import json
 import os
@@ -21,12 +21,8 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("ORTC_BUILD", os.path.join(ROOT, "build"))
-ORTC = os.path.join(BUILD, "tools", "ortc", "ortc")
-ENV = dict(os.environ)
-ENV.setdefault("ORTC_KERNEL_CACHE", os.path.join(BUILD, "kernel-cache"))
-ENV.setdefault("ORTC_CXX_OPT", "-O1")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+from ortc_testlib import ENV, ORTC, ROOT, run  # noqa: E402
 SLACK = 1.5                        # the issue's: at most 1.5x PyTorch autocast's distance
 LOSS_FLOOR, UPDATE_FLOOR = 1e-4, 2e-3  # the zoo's plain tolerances
 REFS = json.load(open(os.path.join(HERE, "references.json")))
@@ -35,13 +31,6 @@ REFS = json.load(open(os.path.join(HERE, "references.json")))
 # kernels sum in another order and may cross it).
 LOSS_UNSTABLE = {("gpt", "fp16")}
 ADAMW = ["--optimizer", "adamw", "--weight-decay", "0.01"]
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
-    if p.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s" % (" ".join(cmd[:3]), p.returncode, p.stderr + p.stdout))
-    return p
 
 
 def build(d, onnx_path, flags, name):
@@ -57,6 +46,18 @@ def train(d, art, feed, steps, lr, extra=()):
     with open(log) as f:
         lines = [json.loads(line) for line in f if line.strip()]
     return lines, dict(np.load(params))
+
+
+_inits = {}
+
+
+def initializers(onnx_path):
+    """The ONNX file's initializers as numpy arrays (their own dtypes), read once per file."""
+    if onnx_path not in _inits:
+        import onnx
+        from onnx import numpy_helper
+        _inits[onnx_path] = {i.name: numpy_helper.to_array(i) for i in onnx.load(onnx_path).graph.initializer}
+    return _inits[onnx_path]
 
 
 def manifest(art):
@@ -88,7 +89,7 @@ class AgainstAutocast(unittest.TestCase):
         for o in ref_entry["trainable"]:
             self.assertIn(o, trained, "ortc did not train '%s'" % o)
             d64 = ref["float64/update/" + o].astype(np.float64)
-            p0 = self.initial(onnx_path)[o]
+            p0 = initializers(onnx_path)[o].astype(np.float64)
             flat.append((trained[o].astype(np.float64) - p0).ravel())
             flat64.append(d64.ravel())
         flat, flat64 = np.concatenate(flat), np.concatenate(flat64)
@@ -103,17 +104,6 @@ class AgainstAutocast(unittest.TestCase):
         if (name, precision) not in LOSS_UNSTABLE:
             self.assertLessEqual(ours_loss, max(LOSS_FLOOR, SLACK * theirs_loss), msg)
         self.assertLessEqual(ours_upd, max(UPDATE_FLOOR, SLACK * theirs_upd), msg)
-
-    _inits = {}
-
-    def initial(self, onnx_path):
-        """The ONNX initializers (float64), read with the onnx package once per file."""
-        if onnx_path not in self._inits:
-            import onnx
-            from onnx import numpy_helper
-            self._inits[onnx_path] = {i.name: numpy_helper.to_array(i).astype(np.float64)
-                                      for i in onnx.load(onnx_path).graph.initializer}
-        return self._inits[onnx_path]
 
 
 for _name in REFS:
@@ -136,7 +126,7 @@ class LossScaling(unittest.TestCase):
             flags = ["--dim", "batch=32", "--precision", "fp16"]
             art = build(d, onnx_path, flags + ["--loss-scale-init", str(2 ** 24), "--loss-scale-interval", "3"], "s")
             lines, trained = train(d, art, feed, 12, 0.1)
-            init = {k: v for k, v in self.initial(onnx_path).items()}
+            init = initializers(onnx_path)
             skipped = [l for l in lines if not l["finite"]]
             first_good = next(i for i, l in enumerate(lines) if l["finite"])
             self.assertGreaterEqual(first_good, 1, "2^24 should overflow fp16 gradients")
@@ -181,11 +171,6 @@ class LossScaling(unittest.TestCase):
                          [(l["loss"], l["loss_scale"], l["finite"]) for l in whole])
         for k, v in p_whole.items():
             np.testing.assert_array_equal(p_resumed[k], v, err_msg=k)
-
-    def initial(self, onnx_path):
-        import onnx
-        from onnx import numpy_helper
-        return {i.name: numpy_helper.to_array(i) for i in onnx.load(onnx_path).graph.initializer}
 
     def test_flags_need_fp16(self):
         p = subprocess.run([ORTC, "build", os.path.join(ROOT, "samples", "mlp", "mlp.onnx"), "-o", "/nonexistent/x",
