@@ -749,7 +749,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
         int64_t batch = dimProduct(as, 0, r - 2);
         std::string accum = accumArg(op);
-        body << "  " << lib << (accum.empty() ? "matmul(" : "matmulAccum(") << typed(m.getA()) << ", " << typed(m.getB()) << ", "
+        const char *name = m.getF32Result() ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
+        body << "  " << lib << name << typed(m.getA()) << ", " << typed(m.getB()) << ", "
              << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
              << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << accum
              << callTail << ");\n";
@@ -1051,8 +1052,9 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
 }
 
 /// 16-bit floats (float16, bfloat16) are storage between Casts so far: every target holds
-/// them in 16 bits and converts (ortc_cvt); no kernel computes in them, and the step's
-/// inputs and outputs are 32/64-bit. Anything else names the node.
+/// them in 16 bits and converts (ortc_cvt); no kernel computes in them but the GEMMs that
+/// read them with float32 results (matmul f32_result: the vendors' 16-bit GEMMs), and the
+/// step's inputs and outputs are 32/64-bit. Anything else names the node.
 static LogicalResult checkSixteenBitFloats(func::FuncOp f, std::string &error) {
   auto sixteen = [](Value v) {
     return isa<Float16Type, BFloat16Type>(typeOf(v).getElementType());
@@ -1071,12 +1073,13 @@ static LogicalResult checkSixteenBitFloats(func::FuncOp f, std::string &error) {
     if (isa<FusedOp, YieldOp, func::ReturnOp>(op))
       return WalkResult::advance();
     for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-      if (!sixteen(v) || isa<CastOp>(op))
+      auto gemm = dyn_cast<MatMulOp>(op);
+      if (!sixteen(v) || isa<CastOp>(op) || (gemm && gemm.getF32Result()))
         continue;
       error = "node '" + nodeName(op->getLoc()) + "' (" + op->getName().getStringRef().str() +
               ") computes in " + dtypeOf(v) +
-              ": 16-bit floats are storage between Casts so far (float32 compute; ortc build "
-              "--precision is to come)";
+              ": 16-bit floats are storage between Casts (float32 compute) and the operands of "
+              "mixed-precision GEMMs so far (ortc build --precision bf16|fp16)";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

@@ -38,6 +38,7 @@ static inline void *ortcSymbolAddress(const void *sym) {
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
 const char *kCublasLt = R"(
 #include <dlfcn.h>
+#include <type_traits>
 /// The cuBLASLt entry points ortc uses, resolved once from libcublasLt.so.
 struct OrtcLt {
   decltype(&cublasLtCreate) create = nullptr;
@@ -76,15 +77,22 @@ static inline OrtcLt *ortcLt() {
   }();
   return lt;
 }
-/// Strided-batched GEMM in FP32 (or FP64) compute: no TF32, like the CPU. Returns
+template <typename T> static inline cudaDataType_t ortcCudaType() {
+  return std::is_same<T, __nv_bfloat16>::value ? CUDA_R_16BF
+         : std::is_same<T, __half>::value      ? CUDA_R_16F
+         : sizeof(T) == 4                      ? CUDA_R_32F
+                                               : CUDA_R_64F;
+}
+/// Strided-batched GEMM in FP32 (or FP64) compute: no TF32, like the CPU. A and B may
+/// be bf16 or fp16 with a float C (tensor cores, FP32 accumulation: matmulWide). Returns
 /// false (the caller falls back to ortc's tiled kernel) when cuBLASLt is missing or fails.
-template <typename T>
-static bool ortcCublasLtGemm(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
+template <typename TA, typename T>
+static bool ortcCublasLtGemm(const TA *A, const TA *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              bool transA, bool transB, cudaStream_t stream) {
   OrtcLt *lt = ortcLt();
   if (!lt || batch <= 0 || M <= 0 || N <= 0 || K <= 0 || batch > 0x7fffffff)
     return false;
-  const cudaDataType_t dt = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
+  const cudaDataType_t dt = ortcCudaType<T>(), dta = ortcCudaType<TA>();
   const cublasComputeType_t ct = sizeof(T) == 4 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t lb = nullptr, la = nullptr, lc = nullptr;
@@ -92,8 +100,8 @@ static bool ortcCublasLtGemm(const T *A, const T *B, T *C, int64_t batch, int64_
   cublasOperation_t first = transB ? CUBLAS_OP_T : CUBLAS_OP_N, second = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   ok = ok && lt->descSet(op, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof(first)) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt->descSet(op, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof(second)) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && lt->layoutCreate(&lb, dt, transB ? K : N, transB ? N : K, transB ? K : N) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && lt->layoutCreate(&la, dt, transA ? M : K, transA ? K : M, transA ? M : K) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt->layoutCreate(&lb, dta, transB ? K : N, transB ? N : K, transB ? K : N) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt->layoutCreate(&la, dta, transA ? M : K, transA ? K : M, transA ? M : K) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt->layoutCreate(&lc, dt, N, M, N) == CUBLAS_STATUS_SUCCESS;
   const int32_t count = static_cast<int32_t>(batch);
   const int64_t sb = K * N, sa = M * K, sc = M * N;
@@ -111,6 +119,7 @@ static bool ortcCublasLtGemm(const T *A, const T *B, T *C, int64_t batch, int64_
   return ok;
 }
 #define ORTC_VENDOR_GEMM ortcCublasLtGemm
+#define ORTC_VENDOR_GEMM_WIDE ortcCublasLtGemm
 )";
 
 /// "compute_NN" of the newest of `archs` ("sm_NN"): its PTX runs on any later GPU.

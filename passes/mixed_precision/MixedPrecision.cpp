@@ -31,7 +31,10 @@
 //     keeping the forward's copy live through the step); an activation that is not
 //     rounded (a LayerNorm output read by GEMMs) gets one, which the backward reads.
 //  3. The function's results are read widened too: the step's contract stays f32.
-//  4. With accum = chunked16 | plain16, an op that computes on 16-bit operands (Low, or
+//  4. A GEMM reads 16-bit operands directly (f32_result) where both are widened copies:
+//     the vendors' bf16/fp16 GEMMs (tensor cores, FP32 accumulation) take them, and no
+//     float32 copy takes arena space.
+//  5. With accum = chunked16 | plain16, an op that computes on 16-bit operands (Low, or
 //     Follow with a 16-bit result) and sums (PrecisionOpInterface::sumsInLowPrecision:
 //     GEMMs, convolutions, sums and means) gets ortc.accum: its kernel adds in the
 //     16-bit type, in chunks of accum-chunk terms (chunked16) or all of them (plain16).
@@ -70,6 +73,7 @@ public:
       ops.push_back(&op);
     for (Operation *op : ops)
       visit(op);
+    readSixteenBitsDirectly();
   }
 
 private:
@@ -205,6 +209,30 @@ private:
         rounded[r] = copy;
         b.setInsertionPointAfter(copy.getDefiningOp());
       }
+    }
+  }
+
+  /// A GEMM whose operands are both widened 16-bit values reads the 16-bit values
+  /// (f32_result: float32 sums, the same bits, as a tensor-core GEMM reads them): no
+  /// float32 copy of either is made. One with ortc.accum keeps its float operands (the
+  /// emulated 16-bit sums take float).
+  void readSixteenBitsDirectly() {
+    SmallVector<MatMulOp> gemms(fn.getBody().front().getOps<MatMulOp>());
+    for (MatMulOp m : gemms) {
+      auto ca = m.getA().getDefiningOp<CastOp>(), cb = m.getB().getDefiningOp<CastOp>();
+      if (!ca || !cb || accumulationOf(m) || m.getF32Result())
+        continue;
+      Value a = ca.getX(), b = cb.getX();
+      if (cast<RankedTensorType>(a.getType()).getElementType() != low ||
+          cast<RankedTensorType>(b.getType()).getElementType() != low)
+        continue;
+      m.getAMutable().assign(a);
+      m.getBMutable().assign(b);
+      m.setF32Result(true);
+      if (cb != ca && cb->use_empty())
+        cb->erase();
+      if (ca->use_empty()) // x^T x reads one copy twice
+        ca->erase();
     }
   }
 

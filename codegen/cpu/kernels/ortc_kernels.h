@@ -761,6 +761,28 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
   matmulStrided(A, M * K, B, K * N, C, batch, M, N, K, transA, transB,
                 accumulate, acc);
 }
+/// matmul of 16-bit operands (ortc_bf16 or ortc_half) into a float C, the products summed
+/// in float (matmul f32_result: mixed precision's GEMM). oneDNN 2.6 has no 16-bit GEMM for
+/// CPUs without AVX-512 BF16 and none for float16, so both operands are widened (exactly)
+/// into per-thread buffers and the float GEMM runs: the bits of the float GEMM on widened
+/// copies, without those copies in the step's arena.
+template <typename S>
+void matmulWide(const S *A, const S *B, float *C, int64_t batch, int64_t M, int64_t N,
+                int64_t K, bool transA, bool transB) {
+  static thread_local std::vector<float> a, b;
+  const int64_t na = batch * M * K, nb = batch * K * N;
+  a.resize(static_cast<size_t>(na));
+  b.resize(static_cast<size_t>(nb));
+  float *ap = a.data(), *bp = b.data();
+  ORTC_KERN_PARALLEL_FOR_SIMD(na)
+  for (int64_t i = 0; i < na; ++i)
+    ap[i] = ortc_cvt<float>(A[i]);
+  ORTC_KERN_PARALLEL_FOR_SIMD(nb)
+  for (int64_t i = 0; i < nb; ++i)
+    bp[i] = ortc_cvt<float>(B[i]);
+  matmul(ap, bp, C, batch, M, N, K, transA, transB);
+}
+
 /// matmul (C overwritten) summed as `acc` says (generated code's call for ortc.accum).
 template <typename T>
 void matmulAccum(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
@@ -3177,12 +3199,19 @@ template <typename T> T sumSquares(const T *x, int64_t n) {
   X(sgdUpdate) X(adamwUpdateMulti) X(adamwUpdate) X(allFinite) X(sumSquares)
 #if defined(ORTC_KERN_INSTANTIATE)
 #define ORTC_KERN_FLOAT_INSTANCE(f) template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
+#define ORTC_KERN_WIDE_INSTANCE(S)                                             \
+  template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>;
 #else
 #define ORTC_KERN_FLOAT_INSTANCE(f)                                            \
   extern template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
+#define ORTC_KERN_WIDE_INSTANCE(S)                                             \
+  extern template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>;
 #endif
 ORTC_KERN_FLOAT_FUNCTIONS(ORTC_KERN_FLOAT_INSTANCE)
+ORTC_KERN_WIDE_INSTANCE(ortc_bf16)
+ORTC_KERN_WIDE_INSTANCE(ortc_half)
 #undef ORTC_KERN_FLOAT_INSTANCE
+#undef ORTC_KERN_WIDE_INSTANCE
 #endif
 
 #endif // ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H

@@ -1589,21 +1589,22 @@ void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST 
   }
 }
 
-/// Matmul operands: A[b] is [M, K] ([K, M] when trans), row-major, batch stride.
-template <typename T> struct MatA {
-  const T *p;
+/// Matmul operands: A[b] is [M, K] ([K, M] when trans), row-major, batch stride; stored
+/// as S (16-bit for matmulWide), read as T.
+template <typename T, typename S = T> struct MatA {
+  const S *p;
   int64_t stride, M, K;
   bool trans;
   __device__ T operator()(int64_t b, int64_t m, int64_t k) const {
-    return trans ? p[b * stride + k * M + m] : p[b * stride + m * K + k];
+    return ortc_cvt<T>(trans ? p[b * stride + k * M + m] : p[b * stride + m * K + k]);
   }
 };
-template <typename T> struct MatB {
-  const T *p;
+template <typename T, typename S = T> struct MatB {
+  const S *p;
   int64_t stride, K, N;
   bool trans;
   __device__ T operator()(int64_t b, int64_t k, int64_t n) const {
-    return trans ? p[b * stride + n * K + k] : p[b * stride + k * N + n];
+    return ortc_cvt<T>(trans ? p[b * stride + n * K + k] : p[b * stride + k * N + n]);
   }
 };
 template <typename T> struct MatC {
@@ -1644,6 +1645,24 @@ template <typename T>
 void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
             ortcStream_t s) {
   matmulAccum(A, B, C, batch, M, N, K, transA, transB, Accum(), s);
+}
+/// matmul of 16-bit operands (ortc_bf16 / ortc_half) into a float C, summed in float
+/// (matmul f32_result). With ORTC_VENDOR_GEMM_WIDE (CUDA: cuBLASLt, bf16/fp16 inputs on
+/// tensor cores, FP32 compute) the vendor library runs it; else the tiled kernel, which
+/// widens each operand as it loads its tile.
+template <typename S>
+void matmulWide(const S *A, const S *B, float *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
+                bool transB, ortcStream_t s) {
+#ifdef ORTC_VENDOR_GEMM_WIDE
+  if (!ownGemmForced() && ORTC_VENDOR_GEMM_WIDE(A, B, C, batch, M, N, K, transA, transB, s))
+    return;
+#endif
+  if (K == 0) {
+    ORTC_MEMSET_ASYNC(C, 0, batch * M * N * sizeof(float), s);
+    return;
+  }
+  gemmTiled<float>(batch, M, N, K, MatA<float, S>{A, M * K, M, K, transA}, MatB<float, S>{B, K * N, K, N, transB},
+                   MatC<float>{C, M, N}, Accum(), s);
 }
 
 //===----------------------------------------------------------------------===//

@@ -21,6 +21,8 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return emitOptionalError(loc, "operands need equal rank >= 2, got ", a, " and ", b);
   if (a.getElementType() != b.getElementType())
     return emitOptionalError(loc, "element types differ");
+  if (adaptor.getF32Result() && !isa<BFloat16Type, Float16Type>(a.getElementType()))
+    return emitOptionalError(loc, "f32_result takes bf16 or f16 operands, not ", a);
   int64_t r = a.getRank();
   if (a.getShape().drop_back(2) != b.getShape().drop_back(2))
     return emitOptionalError(loc, "batch dims differ: ", a, " and ", b);
@@ -33,7 +35,8 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   SmallVector<int64_t> shape(a.getShape().drop_back(2));
   shape.push_back(m);
   shape.push_back(n);
-  types.push_back(a.clone(shape));
+  types.push_back(adaptor.getF32Result() ? RankedTensorType::get(shape, Float32Type::get(a.getContext()))
+                                         : a.clone(shape));
   return success();
 }
 

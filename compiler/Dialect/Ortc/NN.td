@@ -8,9 +8,15 @@ include "compiler/Dialect/Ortc/OrtcBase.td"
 def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>,
     DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
+  let description = [{
+    The result has the operands' element type, except with `f32_result`: 16-bit
+    operands (bf16 or f16, both the same) and a float32 result, the products summed in
+    float32, as a tensor-core GEMM does (mixed precision reads its 16-bit copies so).
+  }];
   let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
                        DefaultValuedAttr<BoolAttr, "false">:$trans_a,
-                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                       DefaultValuedAttr<BoolAttr, "false">:$f32_result);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)";
   // An operand that is a transpose of its last two dims becomes the flag (in place):

@@ -5,11 +5,13 @@
 // the calls the generated code makes, with cuBLASLt's conventions (column-major
 // layouts with leading dimensions, per-operand transposes, strided batches, alpha
 // and beta, the bias/ReLU/GELU epilogues), computed on the host in stream order
-// with FP32 (or FP64) accumulation. A call the shim cannot honour fails the run
+// with FP32 (or FP64) accumulation; A and B may be bf16 or fp16 beside a float C and D
+// (mixed precision's GEMMs, as on tensor cores). A call the shim cannot honour fails the run
 // loudly instead of falling back, so a wrong convention in the generated code shows.
 //
 //===----------------------------------------------------------------------===//
 #include "cublasLt.h"
+#include "emu/half.h"
 
 #include <cmath>
 #include <cstring>
@@ -57,22 +59,36 @@ struct Gemm {
   double alpha, beta;
 };
 
+/// Element `i` of an operand of layout type `type`, widened to Acc.
+template <typename Acc> Acc element(const void *p, cudaDataType_t type, int64_t i) {
+  switch (type) {
+  case CUDA_R_16BF: return static_cast<Acc>(float(static_cast<const __nv_bfloat16 *>(p)[i]));
+  case CUDA_R_16F: return static_cast<Acc>(float(static_cast<const __half *>(p)[i]));
+  case CUDA_R_32F: return static_cast<Acc>(static_cast<const float *>(p)[i]);
+  default: return static_cast<Acc>(static_cast<const double *>(p)[i]);
+  }
+}
+
 template <typename T, typename Acc> void run(const Gemm &g) {
   const int64_t m = static_cast<int64_t>(g.d.rows), n = static_cast<int64_t>(g.d.cols);
   const int64_t k = static_cast<int64_t>(g.op.transA == CUBLAS_OP_N ? g.a.cols : g.a.rows);
-  const T *A = static_cast<const T *>(g.A), *B = static_cast<const T *>(g.B), *C = static_cast<const T *>(g.C);
+  const T *C = static_cast<const T *>(g.C);
   T *D = static_cast<T *>(g.D);
   const T *bias = static_cast<const T *>(g.op.bias);
+  const size_t ea = g.a.type == CUDA_R_64F ? 8 : g.a.type == CUDA_R_32F ? 4 : 2;
+  const size_t eb = g.b.type == CUDA_R_64F ? 8 : g.b.type == CUDA_R_32F ? 4 : 2;
   for (int32_t bt = 0; bt < g.d.batch; ++bt) {
-    const T *a = A + bt * g.a.stride, *b = B + bt * g.b.stride, *c = C + bt * g.c.stride;
+    const char *a = static_cast<const char *>(g.A) + bt * g.a.stride * ea;
+    const char *b = static_cast<const char *>(g.B) + bt * g.b.stride * eb;
+    const T *c = C + bt * g.c.stride;
     T *d = D + bt * g.d.stride;
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {
         Acc s = 0;
         for (int64_t p = 0; p < k; ++p) {
-          const T av = g.op.transA == CUBLAS_OP_N ? a[i + p * g.a.ld] : a[p + i * g.a.ld];
-          const T bv = g.op.transB == CUBLAS_OP_N ? b[p + j * g.b.ld] : b[j + p * g.b.ld];
-          s += static_cast<Acc>(av) * static_cast<Acc>(bv);
+          const Acc av = element<Acc>(a, g.a.type, g.op.transA == CUBLAS_OP_N ? i + p * g.a.ld : p + i * g.a.ld);
+          const Acc bv = element<Acc>(b, g.b.type, g.op.transB == CUBLAS_OP_N ? p + j * g.b.ld : j + p * g.b.ld);
+          s += av * bv;
         }
         Acc v = static_cast<Acc>(g.alpha) * s;
         if (g.beta != 0)
@@ -139,7 +155,7 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
 }
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld) {
-  if (type != CUDA_R_32F && type != CUDA_R_64F)
+  if (type != CUDA_R_32F && type != CUDA_R_64F && type != CUDA_R_16BF && type != CUDA_R_16F)
     return refuse("data type " + std::to_string(type) + " is not emulated");
   if (ld < static_cast<int64_t>(rows) || ld < 1)
     return refuse("leading dimension " + std::to_string(ld) + " < rows " + std::to_string(rows) +
@@ -167,9 +183,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (!h || h->magic != 0x4c74)
     return refuse("cublasLtMatmul without a handle from cublasLtCreate");
   const bool f32 = op->scale == CUDA_R_32F;
-  for (auto *l : {a, b, c, d})
+  for (auto *l : {c, d})
     if ((l->type == CUDA_R_32F) != f32)
-      return refuse("a layout's type differs from the scale type");
+      return refuse("C's or D's type differs from the scale type");
+  // A and B: the scale type, or (FP32 compute) both bf16 or both fp16.
+  const bool sixteen = a->type == CUDA_R_16BF || a->type == CUDA_R_16F;
+  if (a->type != b->type || (sixteen ? !f32 : (a->type == CUDA_R_32F) != f32))
+    return refuse("A's and B's types (" + std::to_string(a->type) + ", " + std::to_string(b->type) +
+                  ") do not go with the scale type");
   // op(A) is m x k, op(B) k x n, C and D m x n.
   const uint64_t m = d->rows, n = d->cols;
   const uint64_t am = op->transA == CUBLAS_OP_N ? a->rows : a->cols, ak = op->transA == CUBLAS_OP_N ? a->cols : a->rows;

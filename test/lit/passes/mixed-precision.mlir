@@ -1,7 +1,8 @@
 // RUN: ortc-opt --ortc-mixed-precision=dtype=bf16 %s | FileCheck %s
 // RUN: ortc-opt --ortc-mixed-precision=dtype=fp16 %s | FileCheck %s --check-prefix=FP16
 
-// A GEMM reads 16-bit copies of its operands (the parameter's copy is made once per
+// A GEMM reads 16-bit copies of its operands directly, its sums and result float32
+// (f32_result; the parameter's copy is made once per
 // stage; the parameter itself stays float32 for the optimizer) and its result is
 // stored in 16 bits after the bias add beside it (the bias is rounded as autocast
 // rounds a Linear's bias); the scale by a constant follows (the constant is read as it is);
@@ -28,11 +29,9 @@ func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[C:.*]] = ortc.constant dense<5.000000e-01> : tensor<4x3xf32>
 // CHECK: %[[X16:.*]] = ortc.cast %arg0 {ortc.stage = "forward"} : tensor<4x8xf32> -> tensor<4x8xbf16>
-// CHECK: %[[X32:.*]] = ortc.cast %[[X16]] {{.*}} -> tensor<4x8xf32>
-// CHECK: %[[W16:.*]] = ortc.cast %arg2 {ortc.stage = "forward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
-// CHECK: %[[W32:.*]] = ortc.cast %[[W16]] {{.*}} -> tensor<3x8xf32>
+// CHECK-NEXT: %[[W16:.*]] = ortc.cast %arg2 {ortc.stage = "forward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
 // The GEMM's result is rounded once, after its bias add (as addmm).
-// CHECK: %[[M:.*]] = ortc.matmul %[[X32]], %[[W32]]
+// CHECK-NEXT: %[[M:.*]] = ortc.matmul %[[X16]], %[[W16]] {f32_result = true, {{.*}}} : tensor<4x8xbf16>, tensor<3x8xbf16> -> tensor<4x3xf32>
 // CHECK-NEXT: %[[BB:.*]] = ortc.broadcast_to %arg3
 // CHECK-NEXT: %[[BB16:.*]] = ortc.cast %[[BB]] {{.*}} -> tensor<4x3xbf16>
 // CHECK-NEXT: %[[BB32:.*]] = ortc.cast %[[BB16]] {{.*}} -> tensor<4x3xf32>
@@ -45,15 +44,11 @@ func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-NEXT: ortc.softmax_cross_entropy %[[H32]], %arg1
 // The backward casts the weight again rather than keep the forward's copy, and the
 // gradient of an activation (a backward GEMM reading a weight) stays float32.
-// CHECK-NEXT: ortc.cast %[[H16]] {ortc.stage = "backward"}
 // CHECK-NEXT: %[[WB16:.*]] = ortc.cast %arg2 {ortc.stage = "backward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
-// CHECK-NEXT: %[[WB32:.*]] = ortc.cast %[[WB16]]
-// CHECK-NEXT: ortc.matmul %{{.*}}, %[[WB32]] {ortc.stage = "backward"}
+// CHECK-NEXT: ortc.matmul %[[H16]], %[[WB16]] {f32_result = true, ortc.stage = "backward"}
 // CHECK-NOT: ortc.cast
 // The step input x is not a weight: the backward reads the forward's 16-bit copy of it.
-// CHECK: ortc.cast %[[H16]] {ortc.stage = "backward"}
-// CHECK-NEXT: ortc.cast %[[X16]] {ortc.stage = "backward"} : tensor<4x8xbf16> -> tensor<4x8xf32>
-// CHECK: %[[GW:.*]] = ortc.matmul
+// CHECK: %[[GW:.*]] = ortc.matmul %[[H16]], %[[X16]] {f32_result = true, ortc.stage = "backward", trans_a = true}
 // CHECK-NEXT: %[[GW16:.*]] = ortc.cast %[[GW]] {{.*}} -> tensor<3x8xbf16>
 // The optimizer reads the float32 master weight and a widened gradient, and its
 // elementwise ops keep float32.
@@ -76,6 +71,7 @@ func.func @forward(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[N:.*]], %{{.*}}, %{{.*}} = ortc.layer_norm %arg0, %arg1 {{.*}} -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
 // CHECK: %[[N16:.*]] = ortc.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: ortc.matmul %[[N16]], %{{.*}} {f32_result = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xf32>
 
 // The ops of one ONNX node (one location) and stage keep float32 between them: a GELU
 // written as three ops is rounded once, where its value leaves the node.
