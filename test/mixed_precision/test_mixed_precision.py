@@ -17,12 +17,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
-from ortc_testlib import ENV, ORTC, ROOT, run  # noqa: E402
+from ortc_testlib import ENV, ORTC, ROOT, SAMPLES, random_feed, run, sample_path  # noqa: E402
 SLACK = 1.5                        # the issue's: at most 1.5x PyTorch autocast's distance
 LOSS_FLOOR, UPDATE_FLOOR = 1e-4, 2e-3  # the zoo's plain tolerances
 REFS = json.load(open(os.path.join(HERE, "references.json")))
@@ -177,6 +178,97 @@ class LossScaling(unittest.TestCase):
                             "--precision", "bf16", "--loss-scale-init", "8"], capture_output=True, text=True, env=ENV)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--loss-scale-init is for --precision fp16", p.stderr)
+
+
+ZOO = os.path.join(ROOT, "test", "zoo")
+PRECISIONS = ("bf16", "fp16")
+
+
+def every_model():
+    """(name, onnx path, build flags, zoo entry or None) of every sample and zoo model."""
+    with open(os.path.join(ZOO, "zoo.json")) as f:
+        zoo = json.load(f)["files"]
+    return ([(s, sample_path(s), ["--dim", "batch=4"], None) for s in SAMPLES] +
+            [(e["file"], os.path.join(ZOO, e["file"] + ".onnx"), list(e["flags"]), e) for e in zoo])
+
+
+def train_in(name, onnx_path, flags, entry, precision):
+    """Builds `onnx_path` with --precision and trains 3 AdamW steps (fp16: 10, for the loss scale
+    to come down from 2^16 where the first gradients overflow); returns (failures, first loss,
+    float64's first loss or None)."""
+    steps = 10 if precision == "fp16" else 3
+    with tempfile.TemporaryDirectory(prefix="ortc-mp-") as d:
+        art = os.path.join(d, "m.ortc")
+        p = subprocess.run([ORTC, "build", onnx_path, "-o", art, "--precision", precision] + ADAMW + flags,
+                           capture_output=True, text=True, env=ENV)
+        if p.returncode != 0:
+            return ["build: " + (p.stderr + p.stdout).strip()[-600:]], None, None
+        feed, want = os.path.join(d, "feed.npz"), None
+        if entry is None:
+            random_feed(art, feed, steps)
+            lr = 1e-3
+        else:
+            ref = np.load(os.path.join(ZOO, name + ".npz"))
+            np.savez(feed, **{n["name"]: ref[n["name"]] for n in entry["inputs"]}, labels=ref["labels"])
+            lr, want = entry["lr"]["adamw"], float(ref["float64/adamw/losses"][0])
+        log, params = os.path.join(d, "log.jsonl"), os.path.join(d, "p.npz")
+        p = subprocess.run([ORTC, "train", art, "--data", feed, "--steps", str(steps), "--lr", repr(lr), "--log-json", log,
+                            "--save-params", params, "--quiet"], capture_output=True, text=True, env=ENV)
+        if p.returncode != 0:
+            return ["train: " + (p.stderr + p.stdout).strip()[-600:]], None, None
+        with open(log) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        trained = dict(np.load(params))
+    failures = []
+    # bf16 never skips; fp16 may skip while the loss scale comes down, not every step.
+    if not all(np.isfinite(l["loss"]) for l in lines):
+        failures.append("a loss is not finite: %s" % [l["loss"] for l in lines])
+    if precision == "bf16" and not all(l["finite"] for l in lines):
+        failures.append("bf16 skipped a step")
+    if not any(l["finite"] for l in lines):
+        failures.append("every step was skipped")
+    for a, b in zip(lines, lines[1:]):
+        if precision == "fp16" and not a["finite"] and b["loss_scale"] != a["loss_scale"] / 2:
+            failures.append("a skip did not halve the loss scale: %s, %s" % (a, b))
+    init = initializers(onnx_path)
+    changed = [k for k, v in trained.items() if k in init and not np.array_equal(v, init[k].astype(v.dtype))]
+    if not changed:
+        failures.append("no parameter changed")
+    if any(not np.all(np.isfinite(v)) for v in trained.values()):
+        failures.append("a saved parameter is not finite")
+    return failures, lines[0]["loss"], want
+
+
+class EveryModel(unittest.TestCase):
+    """Every sample and zoo model builds and trains AdamW steps in bf16 and fp16 on the CPU
+    target: finite losses (fp16 may skip while its loss scale halves), finite parameters that
+    moved; a zoo model's first loss (before any update: only the 16-bit roundings differ) within
+    5% of PyTorch's float64 one. The distances over 200 steps are AgainstAutocast's."""
+    results = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cases = [(m, p) for m in every_model() for p in PRECISIONS]
+        jobs = max(1, int(os.environ.get("ZOO_JOBS", "2")))
+        with ThreadPoolExecutor(jobs) as pool:
+            for (m, p), r in zip(cases, pool.map(lambda c: train_in(*c[0], c[1]), cases)):
+                cls.results[(m[0], p)] = r
+
+    def check(self, name, precision):
+        failures, first, want = self.results[(name, precision)]
+        if want is not None and first is not None:
+            rel = abs(first - want) / max(abs(want), 1e-3)
+            print("%-28s %s: first loss %.6g, float64 %.6g (%.1e)" % (name, precision, first, want, rel),
+                  file=sys.stderr)
+            if rel > 0.05:
+                failures = failures + ["first loss %.6g is %.1e from float64's %.6g" % (first, rel, want)]
+        self.assertEqual(failures, [], "%s %s" % (name, precision))
+
+
+for _m in every_model():
+    for _p in PRECISIONS:
+        setattr(EveryModel, "test_%s_%s" % (_m[0].replace(".", "_"), _p),
+                lambda self, n=_m[0], p=_p: self.check(n, p))
 
 
 class ChunkedAccumulation(unittest.TestCase):
