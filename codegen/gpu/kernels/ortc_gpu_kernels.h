@@ -1589,6 +1589,12 @@ void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST 
   }
 }
 
+/// gemmTiled summing in float.
+template <typename T, typename LA, typename LB, typename ST>
+void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, ortcStream_t s) {
+  gemmTiled<T>(batch, M, N, K, la, lb, st, Accum(), s);
+}
+
 /// Matmul operands: A[b] is [M, K] ([K, M] when trans), row-major, batch stride; stored
 /// as S (16-bit for matmulWide), read as T.
 template <typename T, typename S = T> struct MatA {
