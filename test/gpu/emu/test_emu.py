@@ -44,7 +44,9 @@ RDNA_SAMPLES = ("gpt2", "cnn")
 RDNA_ZOO = ("lstm.dynamo",)
 # Library kernels that only data-parallel steps launch: EmulatedDataParallel runs them (its
 # 2-rank runs meet the float64 oracle only if divideKernel turns the all-reduced sums into means).
-ELSEWHERE = {"divideKernel"}
+# reduce16Kernel: only --accum-dtype chunked16|plain16 builds launch it (EmulatedTrainingRun's
+# 16-bit accumulation run checks it against the CPU target's sums).
+ELSEWHERE = {"divideKernel", "reduce16Kernel"}
 # Also trained with SGD (momentum, weight decay) and graph replay off.
 SGD_NO_GRAPHS = ("gpt2", "cnn")
 
