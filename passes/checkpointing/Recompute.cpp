@@ -14,7 +14,8 @@
 //  3. Candidates, in groups taken or left together:
 //     - selective and budget: a value is recomputable when its producer is a forward
 //       op with RecomputeOpInterface that the policy admits (selective: at most
-//       `cheap-flops` operations per result element; budget: every op with the
+//       `cheap-flops` operations per result element, and its chain at most that many
+//       per element of the value; budget: every op with the
 //       interface), it is not a function result, and each operand is available or
 //       itself recomputable (a chain of forward values, none of which the backward
 //       reads, that ends at available values). Each saved recomputable value is a
@@ -32,7 +33,9 @@
 //     smallest one reached). plan=false takes every group untried.
 //  4. Walk the backward ops in order; at the first reader of a chosen value, clone
 //     its producer chain just before that reader (stage "forward", marked
-//     ortc.recompute) and point every backward reader at the clone. Forward readers
+//     ortc.recompute; or the ops an op builds through buildCheaperRecompute, such as a
+//     LayerNorm's output from its saved statistics) and point every backward reader at
+//     the clone. Forward readers
 //     keep the original, which now dies in the forward. A forward op left without
 //     readers (its value was read by the backward only) is erased: it runs once, in
 //     the backward.
@@ -44,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/checkpointing/Passes.h"
 
+#include "compiler/Dialect/Ortc/Builders.h"
 #include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory_planning/Passes.h"
@@ -177,6 +181,13 @@ int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
       forward.insert(&op);
   IRMapping cloneOf;
   int64_t added = 0;
+  // A forward value the backward reads as it is: not recomputed, read after the forward.
+  auto kept = [&](Value v) {
+    Operation *p = v.getDefiningOp();
+    return !chosen.count(v) && !chain.count(v) &&
+           (!p || !forward.count(p) ||
+            llvm::any_of(v.getUsers(), [&](Operation *u) { return !forward.count(u); }));
+  };
   std::function<Value(Value, Operation *)> ensureClone = [&](Value v, Operation *before) {
     if (Value c = cloneOf.lookupOrNull(v))
       return c;
@@ -186,6 +197,20 @@ int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
       if (chosen.count(o) || chain.count(o))
         map.map(o, ensureClone(o, before));
     OpBuilder b(before);
+    // The op's own cheaper way (LayerNorm from its saved statistics), marked as a clone.
+    Operation *prev = before->getPrevNode();
+    if (Value cheap = cast<RecomputeOpInterface>(p).buildCheaperRecompute(
+            b, cast<OpResult>(v).getResultNumber(), map, kept)) {
+      for (Operation *op = prev ? prev->getNextNode() : &before->getBlock()->front();
+           op != before; op = op->getNextNode()) {
+        setStage(op, "forward");
+        setRecompute(op);
+        if (auto r = dyn_cast<RecomputeOpInterface>(op))
+          added += r.getRecomputeFlops();
+      }
+      cloneOf.map(v, cheap);
+      return cheap;
+    }
     Operation *clone = b.clone(*p, map);
     setStage(clone, "forward");
     setRecompute(clone);
@@ -334,6 +359,13 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   } else {
     SmallVector<Value> candidates;
     candidatesOf(step, candidates, chain);
+    // Selective frees only values cheap for their own size: not a LayerNorm's statistics
+    // (a few bytes that would take the whole normalisation again).
+    if (p.kind == Policy::Selective)
+      llvm::erase_if(candidates, [&](Value v) {
+        return step.chainFlops(v) >
+               cheapFlops * std::max<int64_t>(1, numElements(tensorTypeOf(v).getShape()));
+      });
     orderByDensity(step, candidates);
     for (Value v : candidates)
       groups.push_back({v});

@@ -224,7 +224,8 @@ struct KernelFormer {
   /// Step 1c: a group of recompute clones only (placed before its first backward reader)
   /// joins the first later group of the same shape that reads a value it reads: the
   /// clone of a GELU and the kernel of its gradient both read the GELU's input, and
-  /// together they read it once, launch once and share the erf. The kernel runs where
+  /// together they read it once, launch once and share the erf; the clone of a dropout
+  /// and the dropout_grad of the same mask draw it once (sharesWorkWith). The kernel runs where
   /// the later group ends, so the clones' readers before that point, with what depends
   /// on them there, move after it; not when one of them feeds the later group or is
   /// itself in a group.
@@ -249,12 +250,17 @@ struct KernelFormer {
       SmallPtrSet<Operation *, 8> in1(g1.begin(), g1.end());
       ArrayRef<int64_t> shape = shapeOf(g1.back()->getResult(0));
       // The sibling: the earliest later pointwise op of the same shape reading an input of
-      // that shape (not a scalar such as a dropout seed: nothing is read once then).
+      // that shape (not a scalar such as a dropout seed: nothing is read once then), or
+      // sharing other work with a clone (a dropout_grad drawing the clone's mask).
       Operation *sibling = nullptr;
+      auto shares = [](Operation *m, Value v, Operation *u, ArrayRef<int64_t> shape) {
+        auto f = dyn_cast<FusionOpInterface>(m);
+        return shapeOf(v) == shape || (f && f.sharesWorkWith(u));
+      };
       for (Operation *m : g1)
         for (Value v : m->getOperands())
           for (Operation *u : v.getUsers())
-            if (shapeOf(v) == shape && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
+            if (shares(m, v, u, shape) && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
                 pos[u] > pos[g1.back()] && shapeOf(u->getResult(0)) == shape &&
                 (!sibling || pos[u] < pos[sibling]))
               sibling = u;

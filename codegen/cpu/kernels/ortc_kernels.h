@@ -2360,7 +2360,14 @@ void layerNorm(const T *x, const NoDeduce<T> *scale, const NoDeduce<T> *bias,
       var += c * c;
     }
     var /= static_cast<double>(inner);
-    const double is = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    double is = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    if constexpr (sizeof(T) >= sizeof(float)) {
+      // The row is normalised with the statistics as saved, so that the recompute pass's
+      // clone of y from the saved mean / invStd (LayerNormOp's buildCheaperRecompute:
+      // the same double operations) gives these bits. (A 16-bit T keeps them unrounded.)
+      mu = static_cast<double>(static_cast<T>(mu));
+      is = static_cast<double>(static_cast<T>(is));
+    }
     for (int64_t i = 0; i < inner; ++i) {
       double v = (static_cast<double>(xr[i]) - mu) * is;
       if (scale)

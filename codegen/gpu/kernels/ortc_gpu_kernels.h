@@ -1073,7 +1073,11 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) layerNormKernel(const T *x, const T *
     var += c * c;
   }
   var = blockReduce(var, SumOp(), 0.0) / static_cast<double>(inner);
-  const double is = 1.0 / sqrt(var + static_cast<double>(eps));
+  double is = 1.0 / sqrt(var + static_cast<double>(eps));
+  if constexpr (sizeof(T) >= sizeof(float)) { // the saved statistics (as the CPU kernel)
+    mu = static_cast<double>(static_cast<T>(mu));
+    is = static_cast<double>(static_cast<T>(is));
+  }
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
     double v = (static_cast<double>(xr[i]) - mu) * is;
     if (scale)

@@ -267,6 +267,35 @@ int64_t BatchNormTrainOp::getRecomputeFlops() { return normFlops(getX()); }
 int64_t BatchNormInferOp::getRecomputeFlops() { return normFlops(getX()); }
 int64_t LayerNormOp::getRecomputeFlops() { return normFlops(getX()); }
 
+// y again from the saved mean and inv_std: ((x - mean) * inv_std) * scale + bias in
+// double, rounded once, which is how the layer_norm kernels normalise a row (with the
+// statistics as saved), so the bits are the forward's. One pointwise pass that fuses
+// into one kernel, where a clone would compute the statistics again. f32/f64 only: a
+// 16-bit kernel normalises with unrounded statistics.
+Value LayerNormOp::buildCheaperRecompute(OpBuilder &b, unsigned index, IRMapping &map,
+                                         function_ref<bool(Value)> kept) {
+  RankedTensorType yType = getY().getType();
+  Type et = yType.getElementType();
+  if (index != 0 || !(et.isF32() || et.isF64()) || !kept(getMean()) || !kept(getInvStd()))
+    return {};
+  Location loc = getLoc();
+  ArrayRef<int64_t> shape = yType.getShape();
+  // `v` as f64, broadcast to x's shape.
+  auto wide = [&](Value v) -> Value {
+    v = map.lookupOrDefault(v);
+    auto t = tensorTypeOf(v);
+    if (!t.getElementType().isF64())
+      v = CastOp::create(b, loc, t.clone(b.getF64Type()), v);
+    return broadcastTo(b, loc, v, shape);
+  };
+  Value y = SubOp::create(b, loc, wide(getX()), wide(getMean()));
+  y = MulOp::create(b, loc, y, wide(getInvStd()));
+  y = MulOp::create(b, loc, y, wide(getScale()));
+  if (getBias())
+    y = AddOp::create(b, loc, y, wide(getBias()));
+  return et.isF64() ? y : CastOp::create(b, loc, yType, y).getResult();
+}
+
 LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
                                                  std::optional<Location> loc,
                                                  Adaptor adaptor,
@@ -402,5 +431,19 @@ LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                      getKeyAttr());
   return success();
 }
+
+// The mask of (seed, key, ratio): a dropout and the dropout_grad of the same draw.
+template <typename A, typename B> static bool sameMask(A a, B b) {
+  return a.getSeed() == b.getSeed() && a.getKey() == b.getKey() && a.getRatio() == b.getRatio();
+}
+template <typename A> static bool sameMaskAs(A a, Operation *other) {
+  if (auto d = dyn_cast<DropoutOp>(other))
+    return sameMask(a, d);
+  if (auto d = dyn_cast<DropoutGradOp>(other))
+    return sameMask(a, d);
+  return false;
+}
+bool DropoutOp::sharesWorkWith(Operation *other) { return sameMaskAs(*this, other); }
+bool DropoutGradOp::sharesWorkWith(Operation *other) { return sameMaskAs(*this, other); }
 
 } // namespace ortc

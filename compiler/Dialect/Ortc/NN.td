@@ -145,7 +145,8 @@ def Ortc_BatchNormInferOp : Ortc_Op<"batch_norm_infer", [Pure,
 }
 
 def Ortc_LayerNormOp : Ortc_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops", "buildCheaperRecompute"]>]> {
   let summary = "Normalises over dims [axis, rank); returns y, mean and 1/std (kept dims)";
   let arguments = (ins Ortc_FloatTensor:$x, Ortc_FloatTensor:$scale,
                        Optional<Ortc_FloatTensor>:$bias, I64Attr:$axis, F64Attr:$epsilon);
@@ -185,7 +186,8 @@ def Ortc_LogSoftmaxGradOp : Ortc_SoftmaxGradLikeOp<"log_softmax_grad">;
 
 def Ortc_DropoutOp : Ortc_Op<"dropout", [Pure,
     AllTypesMatch<["x", "result"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
-    Ortc_FusionOpInterface, Ortc_RecomputeOpInterface, Ortc_PrecisionOpInterface]> {
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["sharesWorkWith"]>,
+    Ortc_RecomputeOpInterface, Ortc_PrecisionOpInterface]> {
   let summary = "Inverted dropout; mask from a counter-based RNG keyed by (seed, key, i)";
   let arguments = (ins Ortc_FloatTensor:$x, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);
@@ -210,7 +212,8 @@ def Ortc_RandomUniformOp : Ortc_Op<"random_uniform", [Pure,
 }
 
 def Ortc_DropoutGradOp : Ortc_Op<"dropout_grad", [Pure, AllTypesMatch<["dy", "result"]>,
-    Ortc_FusionOpInterface, Ortc_PrecisionOpInterface]> {
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["sharesWorkWith"]>,
+    Ortc_PrecisionOpInterface]> {
   let summary = "dy through the same dropout mask";
   let arguments = (ins Ortc_FloatTensor:$dy, TensorOf<[I64]>:$seed, F64Attr:$ratio,
                        I64Attr:$key);

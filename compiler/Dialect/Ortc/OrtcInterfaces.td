@@ -39,7 +39,13 @@ def Ortc_FusionOpInterface : OpInterface<"FusionOpInterface"> {
     InterfaceMethod<[{True when recomputing the op inside every consuming kernel costs
       less than writing its result to memory and reading it back (index maps, cheap
       arithmetic). An expensive op with several users is computed once.}],
-      "bool", "isCheapToRecompute", (ins), [{}], [{ return false; }]>
+      "bool", "isCheapToRecompute", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<[{True when this op and `other`, computed in one kernel, share work
+      beyond the operands they both read: a dropout and a dropout_grad with the same
+      seed, key and ratio draw the same mask, which the kernel then draws once. The
+      fusion pass joins a recompute clone to such a sibling.}],
+      "bool", "sharesWorkWith", (ins "::mlir::Operation *":$other), [{}],
+      [{ return false; }]>
   ];
 }
 
@@ -56,7 +62,18 @@ def Ortc_RecomputeOpInterface : OpInterface<"RecomputeOpInterface"> {
   let methods = [
     InterfaceMethod<"Arithmetic of one run of the op (about one per result element by default).",
       "int64_t", "getRecomputeFlops", (ins), [{}],
-      [{ return ::ortc::resultElements($_op); }]>
+      [{ return ::ortc::resultElements($_op); }]>,
+    InterfaceMethod<[{
+        Builds, at `b`'s insertion point, ops that compute result `index` again more
+        cheaply than a clone of the op, from values the backward keeps anyway: `kept(v)`
+        says whether the forward value `v` stays live into the backward, and `map` gives
+        the value to read for an operand that is itself recomputed. Null where a clone is
+        the way (the default). The new ops must give the clone's bits.
+      }],
+      "::mlir::Value", "buildCheaperRecompute",
+      (ins "::mlir::OpBuilder &":$b, "unsigned":$index, "::mlir::IRMapping &":$map,
+           "::llvm::function_ref<bool(::mlir::Value)>":$kept), [{}],
+      [{ return {}; }]>
   ];
 }
 

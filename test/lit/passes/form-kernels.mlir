@@ -168,3 +168,39 @@ func.func @recompute_sibling_feeds(%h: tensor<4x16xf32>, %w: tensor<16x16xf32>) 
   %dh = ortc.gelu_grad %h, %dg {ortc.stage = "backward"} : tensor<4x16xf32>
   return %dh : tensor<4x16xf32>
 }
+
+// -----
+
+// The clone of a dropout (attention probabilities in a GPT: the clone feeds dV's matmul) and
+// the dropout_grad of the same mask (seed, key, ratio) read nothing in common but the seed;
+// they share the mask, so they join one kernel that draws it once.
+// CHECK-LABEL: func.func @recompute_sibling_mask
+// CHECK: %[[DP:.*]] = ortc.matmul %arg1, %arg2 {ortc.stage = "backward"}
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0, %arg3, %[[DP]]) {ortc.stage = "backward"}
+// CHECK: ortc.dropout {{.*}}key = 7 : i64, ortc.recompute
+// CHECK-NEXT: ortc.dropout_grad {{.*}}key = 7 : i64
+// CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
+func.func @recompute_sibling_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf32>, %w: tensor<16x16xf32>,
+                                  %seed: tensor<i64>) -> (tensor<16x16xf32>, tensor<4x16xf32>) {
+  %pd = ortc.dropout %p, %seed {key = 7 : i64, ratio = 1.000000e-01 : f64, ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>, tensor<i64>
+  %dw = ortc.matmul %pd, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  %dpd = ortc.matmul %dy, %w {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %dp = ortc.dropout_grad %dpd, %seed {key = 7 : i64, ratio = 1.000000e-01 : f64, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<i64>
+  return %dw, %dp : tensor<16x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Another mask (key) shares nothing: the clone stays before its reader.
+// CHECK-LABEL: func.func @recompute_sibling_other_mask
+// CHECK: ortc.dropout %arg0, %arg3 {key = 7 : i64, ortc.recompute
+// CHECK-NEXT: ortc.matmul
+// CHECK: ortc.dropout_grad {{.*}}key = 8 : i64
+func.func @recompute_sibling_other_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf32>, %w: tensor<16x16xf32>,
+                                        %seed: tensor<i64>) -> (tensor<16x16xf32>, tensor<4x16xf32>) {
+  %pd = ortc.dropout %p, %seed {key = 7 : i64, ratio = 1.000000e-01 : f64, ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>, tensor<i64>
+  %dw = ortc.matmul %pd, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  %dpd = ortc.matmul %dy, %w {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %dp = ortc.dropout_grad %dpd, %seed {key = 8 : i64, ratio = 1.000000e-01 : f64, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<i64>
+  return %dw, %dp : tensor<16x16xf32>, tensor<4x16xf32>
+}
