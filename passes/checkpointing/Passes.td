@@ -16,7 +16,8 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     operations per result element: elementwise ops, GELU, dropout from its
     counter-based generator, normalisations, softmax, gathers and data movement; and
     at most that many per element of the value freed, so not a normalisation's
-    statistics; a LayerNorm's output is one pointwise pass from the saved statistics),
+    statistics; where kernels are formed a LayerNorm's output is one pointwise kernel from
+    the saved statistics),
     through chains of forward values, where every value the chain reads is one the
     backward keeps anyway (a step input, a weight, or a value the backward reads
     itself): most bytes per operation first, each kept only if the arena planned on a

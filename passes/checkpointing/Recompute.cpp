@@ -171,9 +171,10 @@ private:
 };
 
 /// Step 4: clones the producers of `chosen` (and of the values in `chain` they need)
-/// before their first backward readers in `fn`; returns the operations added.
+/// before their first backward readers in `fn` (or builds an op's cheaper recompute, if
+/// kernels will be `fusion`-formed); returns the operations added.
 int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
-                       const DenseSet<Value> &chain) {
+                       const DenseSet<Value> &chain, bool fusion) {
   Block &body = fn.getBody().front();
   DenseSet<Operation *> forward;
   for (Operation &op : body.without_terminator())
@@ -197,17 +198,19 @@ int64_t applyRecompute(func::FuncOp fn, const SetVector<Value> &chosen,
       if (chosen.count(o) || chain.count(o))
         map.map(o, ensureClone(o, before));
     OpBuilder b(before);
-    // The op's own cheaper way (LayerNorm from its saved statistics), marked as a clone.
+    // The op's own cheaper way (LayerNorm from its saved statistics), marked as a clone;
+    // only where kernels are formed: unfused, its steps would each write a tensor.
     Operation *prev = before->getPrevNode();
-    if (Value cheap = cast<RecomputeOpInterface>(p).buildCheaperRecompute(
-            b, cast<OpResult>(v).getResultNumber(), map, kept)) {
+    int64_t flops = 0;
+    if (Value cheap = fusion ? cast<RecomputeOpInterface>(p).buildCheaperRecompute(
+                                   b, cast<OpResult>(v).getResultNumber(), map, kept, flops)
+                             : Value()) {
       for (Operation *op = prev ? prev->getNextNode() : &before->getBlock()->front();
            op != before; op = op->getNextNode()) {
         setStage(op, "forward");
         setRecompute(op);
-        if (auto r = dyn_cast<RecomputeOpInterface>(op))
-          added += r.getRecomputeFlops();
       }
+      added += flops;
       cloneOf.map(v, cheap);
       return cheap;
     }
@@ -302,7 +305,7 @@ std::pair<int64_t, int64_t> trial(func::FuncOp fn, ArrayRef<Value> chosen,
     chosenCopy.insert(map.lookup(v));
   for (Value v : chain)
     chainCopy.insert(map.lookup(v));
-  int64_t added = applyRecompute(copy, chosenCopy, chainCopy);
+  int64_t added = applyRecompute(copy, chosenCopy, chainCopy, fusion);
   if (fusion)
     formKernels(copy);
   int64_t bytes = succeeded(planMemory(copy))
@@ -425,7 +428,7 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   fn->setAttr("ortc.recomputed_nodes", b.getArrayAttr(names));
   // (applyRecompute clones only the chain values that the chosen ones read.)
   SetVector<Value> chosenSet(chosen.begin(), chosen.end());
-  int64_t added = applyRecompute(fn, chosenSet, chain);
+  int64_t added = applyRecompute(fn, chosenSet, chain, fusion);
   fn->setAttr("ortc.recomputed", b.getI64IntegerAttr(chosen.size()));
   fn->setAttr("ortc.recompute_flops", b.getI64IntegerAttr(added));
   fn->setAttr("ortc.forward_flops", b.getI64IntegerAttr(forwardFlops));

@@ -253,14 +253,14 @@ struct KernelFormer {
       // that shape (not a scalar such as a dropout seed: nothing is read once then), or
       // sharing other work with a clone (a dropout_grad drawing the clone's mask).
       Operation *sibling = nullptr;
-      auto shares = [](Operation *m, Value v, Operation *u, ArrayRef<int64_t> shape) {
+      auto shares = [&](Operation *m, Value v, Operation *u) {
         auto f = dyn_cast<FusionOpInterface>(m);
         return shapeOf(v) == shape || (f && f.sharesWorkWith(u));
       };
       for (Operation *m : g1)
         for (Value v : m->getOperands())
           for (Operation *u : v.getUsers())
-            if (shares(m, v, u, shape) && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
+            if (shares(m, v, u) && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
                 pos[u] > pos[g1.back()] && shapeOf(u->getResult(0)) == shape &&
                 (!sibling || pos[u] < pos[sibling]))
               sibling = u;

@@ -269,30 +269,31 @@ int64_t LayerNormOp::getRecomputeFlops() { return normFlops(getX()); }
 
 // y again from the saved mean and inv_std: ((x - mean) * inv_std) * scale + bias in
 // double, rounded once, which is how the layer_norm kernels normalise a row (with the
-// statistics as saved), so the bits are the forward's. One pointwise pass that fuses
-// into one kernel, where a clone would compute the statistics again. f32/f64 only: a
-// 16-bit kernel normalises with unrounded statistics.
+// statistics as saved), so the bits are the forward's on the CPU (kernels built without
+// FMA contraction; a GPU compiler may contract, so there they agree to an ulp). Each
+// operand is broadcast to x's shape before it is widened, so the chain is one pointwise
+// kernel once kernels are formed, where a clone would compute the statistics again.
+// f32/f64 only: a 16-bit kernel normalises with unrounded statistics.
 Value LayerNormOp::buildCheaperRecompute(OpBuilder &b, unsigned index, IRMapping &map,
-                                         function_ref<bool(Value)> kept) {
+                                         function_ref<bool(Value)> kept, int64_t &flops) {
   RankedTensorType yType = getY().getType();
   Type et = yType.getElementType();
   if (index != 0 || !(et.isF32() || et.isF64()) || !kept(getMean()) || !kept(getInvStd()))
     return {};
   Location loc = getLoc();
   ArrayRef<int64_t> shape = yType.getShape();
-  // `v` as f64, broadcast to x's shape.
+  // `v` broadcast to x's shape, as f64.
   auto wide = [&](Value v) -> Value {
-    v = map.lookupOrDefault(v);
-    auto t = tensorTypeOf(v);
-    if (!t.getElementType().isF64())
-      v = CastOp::create(b, loc, t.clone(b.getF64Type()), v);
-    return broadcastTo(b, loc, v, shape);
+    v = broadcastTo(b, loc, map.lookupOrDefault(v), shape);
+    return et.isF64() ? v : CastOp::create(b, loc, yType.clone(b.getF64Type()), v).getResult();
   };
-  Value y = SubOp::create(b, loc, wide(getX()), wide(getMean()));
+  Value x = wide(getX());
+  Value y = SubOp::create(b, loc, x, wide(getMean()));
   y = MulOp::create(b, loc, y, wide(getInvStd()));
   y = MulOp::create(b, loc, y, wide(getScale()));
   if (getBias())
     y = AddOp::create(b, loc, y, wide(getBias()));
+  flops = (getBias() ? 4 : 3) * numElements(shape); // (the conversions not counted)
   return et.isF64() ? y : CastOp::create(b, loc, yType, y).getResult();
 }
 

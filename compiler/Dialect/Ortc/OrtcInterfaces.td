@@ -64,15 +64,18 @@ def Ortc_RecomputeOpInterface : OpInterface<"RecomputeOpInterface"> {
       "int64_t", "getRecomputeFlops", (ins), [{}],
       [{ return ::ortc::resultElements($_op); }]>,
     InterfaceMethod<[{
-        Builds, at `b`'s insertion point, ops that compute result `index` again more
-        cheaply than a clone of the op, from values the backward keeps anyway: `kept(v)`
-        says whether the forward value `v` stays live into the backward, and `map` gives
-        the value to read for an operand that is itself recomputed. Null where a clone is
-        the way (the default). The new ops must give the clone's bits.
+        Builds, at `b`'s insertion point and nowhere else, ops that compute result
+        `index` again more cheaply than a clone of the op, from values the backward keeps
+        anyway: `kept(v)` says whether the forward value `v` stays live into the
+        backward, and `map` gives the value to read for an operand that is itself
+        recomputed; `flops` receives the arithmetic of the new ops. Returns null, having
+        built nothing, where a clone is the way (the default). The new ops must give the
+        clone's bits on the CPU target. The recompute pass asks only when kernels will be
+        formed (the new ops are meant to fuse).
       }],
       "::mlir::Value", "buildCheaperRecompute",
       (ins "::mlir::OpBuilder &":$b, "unsigned":$index, "::mlir::IRMapping &":$map,
-           "::llvm::function_ref<bool(::mlir::Value)>":$kept), [{}],
+           "::llvm::function_ref<bool(::mlir::Value)>":$kept, "int64_t &":$flops), [{}],
       [{ return {}; }]>
   ];
 }
