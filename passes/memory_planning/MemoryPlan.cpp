@@ -16,7 +16,8 @@
 //  3. Liveness: a tensor lives from its producer to its last reader; reshape results
 //     are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
-//     elementwise op reuses the slot of an operand that dies at it (in place).
+//     elementwise op reuses the slot of an operand that dies at it (in place), as a
+//     RowInPlace op (cross-entropy's gradient) reuses its first operand's.
 //  5. Re-pack the same lifetimes "greedy by size" and keep the smaller plan.
 //  6. Report the arena size and the lower bound: the most bytes live at once.
 //
@@ -63,11 +64,16 @@ Value rootOf(Value v) {
 }
 
 /// True when `op` may write a result over the buffer of its operand `in`: it reads
-/// each element of `in` only to compute the element at the same index.
+/// each element of `in` only to compute the element at the same index, or (RowInPlace)
+/// `in` is its first operand, read row by row before the row is written.
 bool inPlaceSafe(Operation *op, Value in) {
   if (auto fused = dyn_cast<FusedOp>(op))
     return llvm::all_of(fused->getOpOperands(), [&](OpOperand &o) {
       return rootOf(o.get()) != rootOf(in) || fused.readsAtOwnIndex(o.getOperandNumber());
+    });
+  if (op->hasTrait<ortc::trait::RowInPlace>())
+    return llvm::all_of(op->getOpOperands(), [&](OpOperand &o) {
+      return rootOf(o.get()) != rootOf(in) || o.getOperandNumber() == 0;
     });
   return op->hasTrait<OpTrait::Elementwise>() || isa<SgdUpdateOp, AdamWUpdateOp>(op);
 }
@@ -351,7 +357,8 @@ LogicalResult planMemory(func::FuncOp fn) {
       int64_t size = slotSize(r.getType());
       int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
       std::optional<unsigned> slot;
-      if (op->hasTrait<OpTrait::Elementwise>() || isa<FusedOp>(op))
+      if (op->hasTrait<OpTrait::Elementwise>() || op->hasTrait<ortc::trait::RowInPlace>() ||
+          isa<FusedOp>(op))
         for (Value in : op->getOperands()) {
           Value root = rootOf(in);
           auto it = slotOf.find(root);

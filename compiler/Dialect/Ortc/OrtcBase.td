@@ -24,6 +24,11 @@ def Ortc_Dialect : Dialect {
 class Ortc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Ortc_Dialect, mnemonic, traits>;
 
+// The op may write its result over its first operand's buffer (memory planning): a
+// row-wise op whose kernels, on every target, read each row of that operand whole before
+// they write any element of the same row, and read no other row.
+def Ortc_RowInPlace : NativeOpTrait<"RowInPlace"> { let cppNamespace = "::ortc::trait"; }
+
 def Ortc_Tensor : RankedTensorOf<[F16, BF16, F32, F64, I1, I32, I64]>;
 def Ortc_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
 def Ortc_IndexTensor : RankedTensorOf<[I32, I64]>;

@@ -49,6 +49,12 @@ struct IndexRange {
 int64_t resultElements(mlir::Operation *op);
 } // namespace ortc
 
+namespace ortc::trait {
+/// Ortc_RowInPlace (OrtcBase.td): the result may take the first operand's buffer.
+template <typename ConcreteType>
+class RowInPlace : public mlir::OpTrait::TraitBase<ConcreteType, RowInPlace> {};
+} // namespace ortc::trait
+
 #include "compiler/Dialect/Ortc/OrtcDialect.h.inc"
 #include "compiler/Dialect/Ortc/OrtcInterfaces.h.inc"
 

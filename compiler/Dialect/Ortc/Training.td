@@ -22,7 +22,8 @@ def Ortc_SoftmaxCrossEntropyOp : Ortc_Op<"softmax_cross_entropy", [Pure,
   let hasVerifier = 1;
 }
 
-def Ortc_SoftmaxCrossEntropyGradOp : Ortc_Op<"softmax_cross_entropy_grad", [Pure]> {
+def Ortc_SoftmaxCrossEntropyGradOp : Ortc_Op<"softmax_cross_entropy_grad", [Pure,
+    Ortc_RowInPlace]> {
   let summary = "dlogits of softmax_cross_entropy given the scalar dloss";
   let arguments = (ins Ortc_FloatTensor:$logits, Ortc_IndexTensor:$labels,
                        Ortc_FloatTensor:$dloss, OptionalAttr<I64Attr>:$ignore_index,

@@ -42,3 +42,24 @@ func.func @eval_step(%x: tensor<4x3xf32> {ortc.name = "x"},
 // CHECK: ortc.argmax {{.*}}ortc.arena_offsets = array<i64: 0>
 // CHECK: ortc.equal {{.*}}ortc.arena_offsets = array<i64: 64>
 // CHECK: ortc.select {{.*}}ortc.arena_offsets = array<i64: 0>
+
+// The gradient of cross-entropy (RowInPlace: each row of the logits read whole before it
+// is written) writes dlogits over the logits when they die at it; not over the logits
+// a later op still reads.
+func.func @loss_grad(%x: tensor<4x8xf32> {ortc.name = "x"},
+                     %l: tensor<4xi64> {ortc.name = "labels", ortc.role = "input"},
+                     %d: tensor<f32> {ortc.name = "dloss"})
+    -> (tensor<8x8xf32> {ortc.name = "g"}, tensor<4x8xf32> {ortc.name = "h"}) {
+  %z = ortc.exp %x : tensor<4x8xf32>
+  %g = ortc.softmax_cross_entropy_grad %z, %l, %d : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  %w = ortc.matmul %g, %g {trans_a = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  %y = ortc.exp %x : tensor<4x8xf32>
+  %g2 = ortc.softmax_cross_entropy_grad %y, %l, %d : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  %h = ortc.add %g2, %y : tensor<4x8xf32>
+  return %w, %h : tensor<8x8xf32>, tensor<4x8xf32>
+}
+// CHECK-LABEL: func.func @loss_grad
+// CHECK: %[[Z:.*]] = ortc.exp %arg0 {ortc.arena_offsets = array<i64: [[ZO:[0-9]+]]>}
+// CHECK: ortc.softmax_cross_entropy_grad %[[Z]], {{.*}}ortc.arena_offsets = array<i64: [[ZO]]>}
+// CHECK: %[[Y:.*]] = ortc.exp %arg0 {ortc.arena_offsets = array<i64: 0>}
+// CHECK: ortc.softmax_cross_entropy_grad %[[Y]], {{.*}}ortc.arena_offsets = array<i64: 128>}
