@@ -583,20 +583,20 @@ std::string KernelPrinter::fusedNodes(Operation *op) {
   return out;
 }
 
-std::string KernelPrinter::accumArg(Operation *op) const {
+std::string KernelPrinter::accumLiteral(Operation *op) const {
   std::optional<Accumulation> a = accumulationOf(op);
   if (!a)
     return "";
-  return ", " + lib + "Accum{" + lib + (a->type.isBF16() ? "Accum::Bf16" : "Accum::Half") +
-         ", " + std::to_string(a->chunk) + "}";
+  return lib + "Accum{" + lib + (a->type.isBF16() ? "Accum::Bf16" : "Accum::Half") + ", " +
+         std::to_string(a->chunk) + "}";
 }
 
-void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
+void KernelPrinter::convGeom(Operation *op, Value x, Value w, Value y,
                              ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                              ArrayRef<int64_t> dil, int64_t group) {
   auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape(), ys = typeOf(y).getShape();
   int ns2 = xs.size() - 2;
-  body << "  " << ns << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
+  body << "  " << lib << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
        << "; g.C = " << xs[1] << "; g.M = " << ws[0] << "; g.group = " << group << ";\n";
 
   for (int i = 0; i < ns2; ++i)
@@ -604,6 +604,8 @@ void KernelPrinter::convGeom(const std::string &ns, Value x, Value w, Value y,
          << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
          << "; g.padBegin[" << i << "] = " << pads[i] << "; g.dilation[" << i
          << "] = " << dil[i] << ";\n";
+  if (std::string a = accumLiteral(op); !a.empty())
+    body << "  g.accum = " << a << ";\n";
 }
 
 void KernelPrinter::poolGeom(const std::string &ns, Value x, Value y, ArrayRef<int64_t> k,
@@ -703,8 +705,10 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
              << ", axes[] = " << cList(r.getAxes()) << ";\n";
         body << "  " << lib << "reduce(" << typed(r.getX()) << ", dims, "
              << typeOf(r.getX()).getRank() << ", axes, " << r.getAxes().size() << ", "
-             << typed(res, true) << ", " << lib << "ReduceKind::" << kind << accumArg(op)
-             << callTail << ");\n";
+             << typed(res, true) << ", " << lib << "ReduceKind::" << kind;
+        if (std::string a = accumLiteral(op); !a.empty())
+          body << ", " << a;
+        body << callTail << ");\n";
         return true;
       })
       .Case([&](ReduceProdGradOp g) {
@@ -748,38 +752,34 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         size_t r = as.size();
         int64_t k = m.getTransA() ? as[r - 2] : as[r - 1];
         int64_t batch = dimProduct(as, 0, r - 2);
-        std::string accum = accumArg(op);
-        const char *name = m.getF32Result() ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
+        std::string accum = accumLiteral(op);
+        // 16-bit operands: float sums into a float (f32_result) or 16-bit result.
+        bool wide = isa<Float16Type, BFloat16Type>(typeOf(m.getA()).getElementType());
+        const char *name = wide ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
         body << "  " << lib << name << typed(m.getA()) << ", " << typed(m.getB()) << ", "
              << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
-             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB()) << accum
-             << callTail << ");\n";
+             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB())
+             << (accum.empty() ? "" : ", " + accum) << callTail << ");\n";
         return true;
       })
       .Case([&](ConvOp c) {
-        convGeom(lib, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
+        convGeom(op, c.getX(), c.getW(), res, c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
-        if (std::string a = accumArg(op); !a.empty())
-          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convForward(" << typed(c.getX()) << ", " << typed(c.getW()) << ", "
              << (c.getBias() ? typed(c.getBias()) : typedNull(res)) << ", " << typed(res, true)
              << ", g" << callTail << ");\n";
         return true;
       })
       .Case([&](ConvGradInputOp c) {
-        convGeom(lib, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+        convGeom(op, res, c.getW(), c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
-        if (std::string a = accumArg(op); !a.empty())
-          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convGradInput(" << typed(c.getDy()) << ", " << typed(c.getW())
              << ", " << typed(res, true) << ", g" << callTail << ");\n";
         return true;
       })
       .Case([&](ConvGradWeightOp c) {
-        convGeom(lib, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
+        convGeom(op, c.getX(), res, c.getDy(), c.getStrides(), c.getPads(), c.getDilations(),
                  c.getGroup());
-        if (std::string a = accumArg(op); !a.empty())
-          body << "  g.accum = " << a.substr(2) << ";\n";
         body << "  " << lib << "convGradWeight(" << typed(c.getDy()) << ", " << typed(c.getX())
              << ", " << typed(res, true) << ", g" << callTail << ");\n";
         return true;
@@ -1053,8 +1053,10 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
 
 /// 16-bit floats (float16, bfloat16) are storage between Casts so far: every target holds
 /// them in 16 bits and converts (ortc_cvt); no kernel computes in them but the GEMMs that
-/// read them with float32 results (matmul f32_result: the vendors' 16-bit GEMMs), and the
-/// step's inputs and outputs are 32/64-bit. Anything else names the node.
+/// read them and sum in float32 (the vendors' 16-bit GEMMs; not with ortc.accum, whose
+/// kernels take float operands) and the ops whose kernels read and write stored 16-bit
+/// floats themselves (ReadsStoredFloats), and the step's inputs and outputs are
+/// 32/64-bit. Anything else names the node.
 static LogicalResult checkSixteenBitFloats(func::FuncOp f, std::string &error) {
   auto sixteen = [](Value v) {
     return isa<Float16Type, BFloat16Type>(typeOf(v).getElementType());
@@ -1074,7 +1076,8 @@ static LogicalResult checkSixteenBitFloats(func::FuncOp f, std::string &error) {
       return WalkResult::advance();
     for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
       auto gemm = dyn_cast<MatMulOp>(op);
-      if (!sixteen(v) || isa<CastOp>(op) || (gemm && gemm.getF32Result()))
+      if (!sixteen(v) || isa<CastOp>(op) || (gemm && !accumulationOf(gemm)) ||
+          op->hasTrait<trait::ReadsStoredFloats>())
         continue;
       error = "node '" + nodeName(op->getLoc()) + "' (" + op->getName().getStringRef().str() +
               ") computes in " + dtypeOf(v) +

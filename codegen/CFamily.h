@@ -177,16 +177,17 @@ protected:
   /// The ONNX nodes of a fused kernel's ops, for its comment: "a, b, c".
   static std::string fusedNodes(mlir::Operation *op);
 
-  /// Declares `<ns>ConvGeom g` / `<ns>PoolGeom g` (the same fields in both libraries).
-  void convGeom(const std::string &ns, mlir::Value x, mlir::Value w, mlir::Value y,
+  /// Declares `<lib>ConvGeom g` for `op` (with its ortc.accum) / `<ns>PoolGeom g` (the
+  /// same fields in both libraries).
+  void convGeom(mlir::Operation *op, mlir::Value x, mlir::Value w, mlir::Value y,
                 llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
                 llvm::ArrayRef<int64_t> dilations, int64_t group);
   void poolGeom(const std::string &ns, mlir::Value x, mlir::Value y,
                 llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> strides,
                 llvm::ArrayRef<int64_t> pads, llvm::ArrayRef<int64_t> dilations,
                 bool countIncludePad);
-  /// `, <lib>Accum{kind, chunk}` for an op with ortc.accum (its sums in 16 bits), else "".
-  std::string accumArg(mlir::Operation *op) const;
+  /// `<lib>Accum{kind, chunk}` for an op with ortc.accum (its sums in 16 bits), else "".
+  std::string accumLiteral(mlir::Operation *op) const;
   mlir::LogicalResult unsupported(mlir::Operation *op, const std::string &why,
                                   std::string &error);
   /// Prints the call of `op` into the kernel library when every target calls it the

@@ -353,9 +353,13 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         bool sum = s.getReduction() == "sum";
         std::string ig = std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " +
                          (ignore ? "true" : "false");
-        // "sum" is the mean times the number of kept rows.
+        // "sum" is the mean times the number of kept rows. The factor and dloss are of the
+        // loss's type (dlogits may be 16-bit: ReadsStoredFloats).
+        std::string F = T;
+        if constexpr (std::is_same_v<decltype(s), SoftmaxCrossEntropyGradOp>)
+          F = cType(typeOf(s.getDloss()).getElementType());
         body << "  const int64_t *labels = " << typed(s.getLabels()) << ";\n";
-        body << "  " << T << " factor = 1;\n";
+        body << "  " << F << " factor = 1;\n";
         if (sum)
           body << "  factor = 0;\n  for (int64_t r = 0; r < " << ls[0]
                << "; ++r)\n    factor += " << (ignore ? "labels[r] != " + std::to_string(static_cast<int64_t>(*ignore)) + "LL" : "1")
@@ -366,7 +370,7 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
                << ", labels, " << ls[0] << ", " << ls[1] << ", " << ig << ", loss))\n"
                << "    ortc_poison(loss, 1); // a label outside [0, C)\n  *loss *= factor;\n";
         } else {
-          body << "  " << T << " dloss = " << scalar(s.getDloss()) << " * factor;\n";
+          body << "  " << F << " dloss = " << scalar(s.getDloss()) << " * factor;\n";
           body << "  if (!ortc::kern::softmaxCrossEntropyGrad(" << typed(s.getLogits())
                << ", labels, " << ls[0] << ", " << ls[1] << ", " << ig << ", &dloss, "
                << typed(res, true) << "))\n    ortc_poison(" << typed(res, true) << ", "

@@ -84,19 +84,22 @@ template <typename T> static inline cudaDataType_t ortcCudaType() {
                                                : CUDA_R_64F;
 }
 /// Strided-batched GEMM in FP32 (or FP64) compute: no TF32, like the CPU. A and B may
-/// be bf16 or fp16 with a float C (tensor cores, FP32 accumulation: matmulWide). Returns
-/// false (the caller falls back to ortc's tiled kernel) when cuBLASLt is missing or fails.
+/// be bf16 or fp16 with a float C or one of their type (tensor cores, FP32 accumulation,
+/// rounded as stored: matmulWide). Returns false (the caller falls back to ortc's tiled
+/// kernel) when cuBLASLt is missing or fails.
 template <typename TA, typename T>
 static bool ortcCublasLtGemm(const TA *A, const TA *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              bool transA, bool transB, cudaStream_t stream) {
   OrtcLt *lt = ortcLt();
   if (!lt || batch <= 0 || M <= 0 || N <= 0 || K <= 0 || batch > 0x7fffffff)
     return false;
-  const cudaDataType_t dt = ortcCudaType<T>(), dta = ortcCudaType<TA>();
-  const cublasComputeType_t ct = sizeof(T) == 4 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
+  // The scale type is the compute type's: float for FP32 compute, whatever C holds.
+  using Scale = typename std::conditional<sizeof(T) == 8, double, float>::type;
+  const cudaDataType_t dt = ortcCudaType<T>(), dta = ortcCudaType<TA>(), st = ortcCudaType<Scale>();
+  const cublasComputeType_t ct = sizeof(T) == 8 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t lb = nullptr, la = nullptr, lc = nullptr;
-  bool ok = lt->descCreate(&op, ct, dt) == CUBLAS_STATUS_SUCCESS;
+  bool ok = lt->descCreate(&op, ct, st) == CUBLAS_STATUS_SUCCESS;
   cublasOperation_t first = transB ? CUBLAS_OP_T : CUBLAS_OP_N, second = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   ok = ok && lt->descSet(op, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof(first)) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt->descSet(op, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof(second)) == CUBLAS_STATUS_SUCCESS;
@@ -110,7 +113,7 @@ static bool ortcCublasLtGemm(const TA *A, const TA *B, T *C, int64_t batch, int6
     ok = ok && lt->layoutSet(e.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)) == CUBLAS_STATUS_SUCCESS;
     ok = ok && lt->layoutSet(e.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &e.stride, sizeof(e.stride)) == CUBLAS_STATUS_SUCCESS;
   }
-  const T alpha = T(1), beta = T(0);
+  const Scale alpha = Scale(1), beta = Scale(0);
   ok = ok && lt->matmul(lt->handle, op, &alpha, B, lb, A, la, &beta, C, lc, C, lc, nullptr, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
   if (lc) lt->layoutDestroy(lc);
   if (la) lt->layoutDestroy(la);

@@ -41,6 +41,16 @@ int64_t product(const Shape &s, size_t from = 0, size_t to = SIZE_MAX) {
   return p;
 }
 
+/// `v` as a tensor of element type `to` holds it: 16-bit floats rounded through float (as
+/// the generated code and PyTorch round), other types as they are.
+double stored(double v, Type to) {
+  if (to.isF16())
+    return double(ortc_cvt<float>(ortc_cvt<ortc_half>(v)));
+  if (to.isBF16())
+    return double(ortc_cvt<float>(ortc_cvt<ortc_bf16>(v)));
+  return v;
+}
+
 template <typename T> class Interp {
 public:
   DenseMap<Value, EvalTensor<T>> env;
@@ -57,7 +67,16 @@ public:
     (t.isFloat ? t.f.resize(t.numel()) : t.i.resize(t.numel()));
     return t;
   }
-  void set(Value v, EvalTensor<T> t) { env[v] = std::move(t); }
+  /// A 16-bit float value holds what the generated code stores: the ops that write 16
+  /// bits (casts, 16-bit GEMMs, ReadsStoredFloats ops) round their float sums so.
+  void set(Value v, EvalTensor<T> t) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (Type element = type ? type.getElementType() : Type();
+        isa_and_nonnull<Float16Type, BFloat16Type>(element))
+      for (T &x : t.f)
+        x = static_cast<T>(stored(double(x), element));
+    env[v] = std::move(t);
+  }
 
   LogicalResult fail(Operation *op, const Twine &msg) {
     std::string s;
@@ -229,12 +248,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         bool toBool = to.isInteger(1);
         for (int64_t k = 0; k < out.numel(); ++k) {
           double v = x.isFloat ? double(x.f[k]) : double(x.i[k]);
-          // 16-bit floats: the value the generated code stores (through float, as PyTorch).
-          if (to.isF16())
-            v = double(ortc_cvt<float>(ortc_cvt<ortc_half>(v)));
-          else if (to.isBF16())
-            v = double(ortc_cvt<float>(ortc_cvt<ortc_bf16>(v)));
-          if (out.isFloat)
+          if (out.isFloat) // a 16-bit one is rounded by set()
             out.f[k] = static_cast<T>(v);
           else
             out.i[k] = toBool ? (v != 0) : static_cast<int64_t>(v);

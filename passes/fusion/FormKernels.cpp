@@ -225,10 +225,10 @@ struct KernelFormer {
   /// joins the first later group of the same shape that reads a value it reads: the
   /// clone of a GELU and the kernel of its gradient both read the GELU's input, and
   /// together they read it once, launch once and share the erf; the clone of a dropout
-  /// and the dropout_grad of the same mask draw it once (sharesWorkWith). The kernel runs where
-  /// the later group ends, so the clones' readers before that point, with what depends
-  /// on them there, move after it; not when one of them feeds the later group or is
-  /// itself in a group.
+  /// and the dropout_grad of the same mask draw it once (sharesWorkWith). The kernel
+  /// runs where the later group ends, so the clones' readers before that point, with
+  /// what depends on them there, move after it; not when one of them feeds the later
+  /// group or is itself in a group.
   void mergeRecomputeSiblings(func::FuncOp fn, llvm::EquivalenceClasses<Operation *> &groups,
                               DenseMap<Operation *, unsigned> &pos) {
     Block &body = fn.getBody().front();
@@ -275,9 +275,11 @@ struct KernelFormer {
             return llvm::any_of(m->getOperands(), readThroughMap);
           }))
         continue;
-      Operation *last = *llvm::max_element(g2, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      Operation *last =
+          *llvm::max_element(g2, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
       SmallPtrSet<Operation *, 8> in2(g2.begin(), g2.end());
-      // What must move: the clones' outside readers up to `last` and their dependents there.
+      // What must move: the clones' outside readers up to `last` and their dependents
+      // there.
       SetVector<Operation *> moving;
       for (Operation *m : g1)
         for (Operation *u : m->getUsers())

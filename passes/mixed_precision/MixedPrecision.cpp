@@ -33,8 +33,15 @@
 //  3. The function's results are read widened too: the step's contract stays f32.
 //  4. A GEMM reads 16-bit operands directly (f32_result) where both are widened copies:
 //     the vendors' bf16/fp16 GEMMs (tensor cores, FP32 accumulation) take them, and no
-//     float32 copy takes arena space.
-//  5. With accum = chunked16 | plain16, an op that computes on 16-bit operands (Low, or
+//     float32 copy takes arena space. One whose result is only rounded to 16 bits writes
+//     16 bits itself (a 16-bit matmul: float32 sums, each rounded as it is stored), so
+//     no float32 product lives beside its 16-bit copy (a language model's logits).
+//  5. An op whose kernels read stored 16-bit floats and write them (the ReadsStoredFloats
+//     trait: cross-entropy and its gradient) reads the 16-bit value where it read a
+//     widened copy, and writes 16 bits where its result was only cast to 16 bits: the
+//     loss of a language model no longer holds float32 logits and dlogits beside their
+//     16-bit copies (the same bits: the kernel widens and rounds as the casts did).
+//  6. With accum = chunked16 | plain16, an op that computes on 16-bit operands (Low, or
 //     Follow with a 16-bit result) and sums (PrecisionOpInterface::sumsInLowPrecision:
 //     GEMMs, convolutions, sums and means) gets ortc.accum: its kernel adds in the
 //     16-bit type, in chunks of accum-chunk terms (chunked16) or all of them (plain16).
@@ -74,6 +81,7 @@ public:
     for (Operation *op : ops)
       visit(op);
     readSixteenBitsDirectly();
+    readStoredFloats();
   }
 
 private:
@@ -233,7 +241,64 @@ private:
         cb->erase();
       if (ca->use_empty()) // x^T x reads one copy twice
         ca->erase();
+      narrowResult(m);
     }
+  }
+
+  /// True when `r` is float32 and every reader only rounds it to 16 bits.
+  bool onlyRounded(Value r) const {
+    return isF32(r) && !r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
+             auto c = dyn_cast<CastOp>(u);
+             return c && isLow(c.getResult());
+           });
+  }
+
+  /// Gives `r` (onlyRounded) the 16-bit type and its readers' readers read it: its op's
+  /// kernel rounds as the casts did.
+  void narrow(Value r) {
+    r.setType(cast<RankedTensorType>(r.getType()).clone(low));
+    for (Operation *u : llvm::make_early_inc_range(r.getUsers())) {
+      u->getResult(0).replaceAllUsesWith(r);
+      u->erase();
+    }
+  }
+
+  /// A 16-bit GEMM (no f32_result) rounds its float32 sums to its operands' type.
+  void narrowResult(MatMulOp m) {
+    if (!onlyRounded(m.getResult()))
+      return;
+    m.setF32Result(false);
+    narrow(m.getResult());
+  }
+
+  /// Step 5: ReadsStoredFloats ops read the 16-bit values behind widening casts and write
+  /// 16 bits where every reader of a result (that the op does not infer) narrows it.
+  void readStoredFloats() {
+    SmallVector<Operation *> ops;
+    fn.walk([&](Operation *op) {
+      if (op->hasTrait<trait::ReadsStoredFloats>())
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      for (OpOperand &use : op->getOpOperands()) {
+        auto widen = use.get().getDefiningOp<CastOp>();
+        if (!widen || !isF32(widen.getResult()) || !isLow(widen.getX()))
+          continue;
+        use.set(widen.getX());
+        if (widen->use_empty())
+          widen->erase();
+      }
+      if (isa<InferTypeOpInterface>(op))
+        continue;
+      for (Value r : op->getResults())
+        if (onlyRounded(r))
+          narrow(r);
+    }
+  }
+
+  bool isLow(Value v) const {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getElementType() == low;
   }
 
   func::FuncOp fn;

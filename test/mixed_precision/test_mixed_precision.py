@@ -321,8 +321,9 @@ class ChunkedAccumulation(unittest.TestCase):
 
 class Arena(unittest.TestCase):
     def test_gpt_arena_shrinks(self):
-        """The benchmark GPT's train-step arena in bf16 against fp32 (the issue's target is 60%;
-        this guards what is reached, see the closing note for the figure)."""
+        """The benchmark GPT's train-step arena in bf16 against fp32: at most 60% (the issue's
+        target; 59.4% once the GEMM that makes the logits, the loss and its gradient read and
+        write 16 bits themselves). The plan is deterministic: no machine moves it."""
         e = REFS["gpt"]
         with tempfile.TemporaryDirectory(prefix="ortc-mp-") as d:
             arenas = {}
@@ -334,7 +335,7 @@ class Arena(unittest.TestCase):
         ratio = arenas["bf16"] / arenas["fp32"]
         print("gpt arena: fp32 %d, bf16 %d bytes (%.1f%%)" % (arenas["fp32"], arenas["bf16"], 100 * ratio),
               file=sys.stderr)
-        self.assertLess(ratio, 0.75)
+        self.assertLessEqual(ratio, 0.60)
 
 
 if __name__ == "__main__":

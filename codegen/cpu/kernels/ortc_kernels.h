@@ -761,26 +761,56 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
   matmulStrided(A, M * K, B, K * N, C, batch, M, N, K, transA, transB,
                 accumulate, acc);
 }
-/// matmul of 16-bit operands (ortc_bf16 or ortc_half) into a float C, the products summed
-/// in float (matmul f32_result: mixed precision's GEMM). oneDNN 2.6 has no 16-bit GEMM for
-/// CPUs without AVX-512 BF16 and none for float16, so both operands are widened (exactly)
-/// into per-thread buffers and the float GEMM runs: the bits of the float GEMM on widened
-/// copies, without those copies in the step's arena.
-template <typename S>
-void matmulWide(const S *A, const S *B, float *C, int64_t batch, int64_t M, int64_t N,
+/// matmul of 16-bit operands (ortc_bf16 or ortc_half) into C, the products summed in
+/// float (mixed precision's GEMM): a float C (matmul f32_result), or a C of the operands'
+/// type, each float sum rounded as it is stored (the bits of a float C cast to 16 bits).
+/// oneDNN 2.6 has no 16-bit GEMM for CPUs without AVX-512 BF16 and none for float16, so
+/// both operands are widened (exactly) into per-thread buffers and the float GEMM runs:
+/// the bits of the float GEMM on widened copies, without those copies in the step's
+/// arena. A 16-bit C is computed in blocks of rows through a per-thread float tile of
+/// about kWideTile elements, so no float copy of the whole product exists either.
+constexpr int64_t kWideTile = int64_t(1) << 16;
+template <typename S, typename O = float>
+void matmulWide(const S *A, const S *B, O *C, int64_t batch, int64_t M, int64_t N,
                 int64_t K, bool transA, bool transB) {
   static thread_local std::vector<float> a, b;
+  constexpr bool rounded = !std::is_same<O, float>::value;
   const int64_t na = batch * M * K, nb = batch * K * N;
   a.resize(static_cast<size_t>(na));
   b.resize(static_cast<size_t>(nb));
   float *ap = a.data(), *bp = b.data();
-  ORTC_KERN_PARALLEL_FOR_SIMD(na)
-  for (int64_t i = 0; i < na; ++i)
-    ap[i] = ortc_cvt<float>(A[i]);
+  if (rounded && transA) { // row blocks of op(A) must be contiguous: widen it untransposed
+    ORTC_KERN_PARALLEL_FOR(na)
+    for (int64_t bm = 0; bm < batch * M; ++bm) {
+      const int64_t bt = bm / M, m = bm % M;
+      for (int64_t k = 0; k < K; ++k)
+        ap[bm * K + k] = ortc_cvt<float>(A[(bt * K + k) * M + m]);
+    }
+  } else {
+    ORTC_KERN_PARALLEL_FOR_SIMD(na)
+    for (int64_t i = 0; i < na; ++i)
+      ap[i] = ortc_cvt<float>(A[i]);
+  }
   ORTC_KERN_PARALLEL_FOR_SIMD(nb)
   for (int64_t i = 0; i < nb; ++i)
     bp[i] = ortc_cvt<float>(B[i]);
-  matmul(ap, bp, C, batch, M, N, K, transA, transB);
+  if constexpr (!rounded) {
+    matmul(ap, bp, C, batch, M, N, K, transA, transB);
+  } else {
+    static thread_local std::vector<float> tile;
+    const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(M, kWideTile / std::max<int64_t>(N, 1)));
+    tile.resize(static_cast<size_t>(rows * N));
+    float *t = tile.data();
+    for (int64_t bt = 0; bt < batch; ++bt)
+      for (int64_t m0 = 0; m0 < M; m0 += rows) {
+        const int64_t r = std::min(rows, M - m0);
+        matmul(ap + (bt * M + m0) * K, bp + bt * K * N, t, 1, r, N, K, false, transB);
+        O *c = C + (bt * M + m0) * N;
+        ORTC_KERN_PARALLEL_FOR_SIMD(r * N)
+        for (int64_t i = 0; i < r * N; ++i)
+          c[i] = ortc_cvt<O>(t[i]);
+      }
+  }
 }
 
 /// matmul (C overwritten) summed as `acc` says (generated code's call for ortc.accum).
@@ -2619,9 +2649,10 @@ void batchNormInfer(const T *x, const NoDeduce<T> *scale,
 /// weights: *loss = mean over kept rows of (logsumexp(logits[n]) -
 /// logits[n, labels[n]]). A row is kept unless hasIgnore and labels[n] ==
 /// ignoreIndex. With no kept row the loss is NaN (like PyTorch). Returns
-/// false, writing nothing, when a kept label is outside [0, C).
-template <typename T>
-bool softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N,
+/// false, writing nothing, when a kept label is outside [0, C). The logits may be
+/// stored in 16 bits (L: ortc_bf16, ortc_half), read exactly.
+template <typename T, typename L = T>
+bool softmaxCrossEntropy(const L *logits, const int64_t *labels, int64_t N,
                          int64_t C, int64_t ignoreIndex, bool hasIgnore,
                          T *loss) {
   for (int64_t n = 0; n < N; ++n) {
@@ -2635,15 +2666,15 @@ bool softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N,
   for (int64_t n = 0; n < N; ++n) {
     if (hasIgnore && labels[n] == ignoreIndex)
       continue;
-    const T *r = logits + n * C;
+    const L *r = logits + n * C;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t c = 0; c < C; ++c)
-      mx = std::max(mx, static_cast<double>(r[c]));
+      mx = std::max(mx, ortc_cvt<double>(r[c]));
     double s = 0;
     ORTC_KERN_SIMD_SUM(s)
     for (int64_t c = 0; c < C; ++c)
-      s += std::exp(static_cast<double>(r[c]) - mx);
-    rowLoss[n] = mx + std::log(s) - static_cast<double>(r[labels[n]]);
+      s += std::exp(ortc_cvt<double>(r[c]) - mx);
+    rowLoss[n] = mx + std::log(s) - ortc_cvt<double>(r[labels[n]]);
   }
   double total = 0;
   int64_t kept = 0;
@@ -2661,11 +2692,13 @@ bool softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N,
 /// Gradient of softmaxCrossEntropy w.r.t. the logits: for kept rows
 /// dlogits[n] = (softmax(logits[n]) - onehot(labels[n])) * *dloss / kept;
 /// ignored rows get 0 (with no kept row everything is 0, as in PyTorch).
-/// Returns false, writing nothing, on a kept label outside [0, C).
-template <typename T>
-bool softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N,
+/// Returns false, writing nothing, on a kept label outside [0, C). Logits (L) and
+/// dlogits (T) may be stored in 16 bits: read exactly, written through float (the bits
+/// of a float result cast to 16 bits); dloss (D) is the loss's type.
+template <typename T, typename L = T, typename D = T>
+bool softmaxCrossEntropyGrad(const L *logits, const int64_t *labels, int64_t N,
                              int64_t C, int64_t ignoreIndex, bool hasIgnore,
-                             const T *dloss, T *dlogits) {
+                             const D *dloss, T *dlogits) {
   int64_t kept = 0;
   for (int64_t n = 0; n < N; ++n) {
     if (hasIgnore && labels[n] == ignoreIndex)
@@ -2680,23 +2713,23 @@ bool softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N,
   for (int64_t n = 0; n < N; ++n) {
     T *d = dlogits + n * C;
     if (hasIgnore && labels[n] == ignoreIndex) {
-      std::fill(d, d + C, T(0));
+      std::fill(d, d + C, ortc_cvt<T>(0.0));
       continue;
     }
-    const T *r = logits + n * C;
+    const L *r = logits + n * C;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t c = 0; c < C; ++c)
-      mx = std::max(mx, static_cast<double>(r[c]));
+      mx = std::max(mx, ortc_cvt<double>(r[c]));
     double s = 0;
     ORTC_KERN_SIMD_SUM(s)
     for (int64_t c = 0; c < C; ++c)
-      s += std::exp(static_cast<double>(r[c]) - mx);
+      s += std::exp(ortc_cvt<double>(r[c]) - mx);
     const double inv = 1.0 / s;
     const int64_t label = labels[n];
     ORTC_KERN_SIMD
     for (int64_t c = 0; c < C; ++c) {
-      const double p = std::exp(static_cast<double>(r[c]) - mx) * inv;
-      d[c] = static_cast<T>((c == label ? p - 1.0 : p) * scale);
+      const double p = std::exp(ortc_cvt<double>(r[c]) - mx) * inv;
+      d[c] = ortc_cvt<T>((c == label ? p - 1.0 : p) * scale);
     }
   }
   return true;
@@ -3207,12 +3240,14 @@ template <typename T> T sumSquares(const T *x, int64_t n) {
 #if defined(ORTC_KERN_INSTANTIATE)
 #define ORTC_KERN_FLOAT_INSTANCE(f) template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
 #define ORTC_KERN_WIDE_INSTANCE(S)                                             \
-  template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>;
+  template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>;      \
+  template decltype(ortc::kern::matmulWide<S, S>) ortc::kern::matmulWide<S, S>;
 #else
 #define ORTC_KERN_FLOAT_INSTANCE(f)                                            \
   extern template decltype(ortc::kern::f<float>) ortc::kern::f<float>;
 #define ORTC_KERN_WIDE_INSTANCE(S)                                             \
-  extern template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>;
+  extern template decltype(ortc::kern::matmulWide<S>) ortc::kern::matmulWide<S>; \
+  extern template decltype(ortc::kern::matmulWide<S, S>) ortc::kern::matmulWide<S, S>;
 #endif
 ORTC_KERN_FLOAT_FUNCTIONS(ORTC_KERN_FLOAT_INSTANCE)
 ORTC_KERN_WIDE_INSTANCE(ortc_bf16)

@@ -39,6 +39,22 @@
 template <typename D, typename S> __host__ __device__ inline D ortc_cvt(S s) {
   return static_cast<D>(s);
 }
+/// A stored float as a double, exactly (16-bit ones through float).
+template <typename S> __host__ __device__ inline double ortc_wide(S s) {
+  if constexpr (sizeof(S) == 2)
+    return static_cast<double>(ortc_cvt<float>(s));
+  else
+    return static_cast<double>(s);
+}
+/// A double result stored as T the way a float result cast to T is: through float for
+/// the 16-bit types (the CPU's ortc_cvt from double; CUDA's own double to bfloat16
+/// conversion rounds once, which can differ).
+template <typename T> __host__ __device__ inline T ortc_narrow(double v) {
+  if constexpr (sizeof(T) == 2)
+    return ortc_cvt<T>(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
 
 namespace ortc {
 namespace gpu {
@@ -1251,9 +1267,10 @@ constexpr int kLossParts = 1024;
 __device__ double ortcLossParts[3][kLossParts];
 
 /// Block b takes rows b, b + gridDim.x, ...: each row's max and sum of exponentials
-/// by block reductions (in double, like the CPU's), its loss added in row order.
-template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore) {
+/// by block reductions (in double, like the CPU's), its loss added in row order. The
+/// logits (L) may be stored in 16 bits.
+template <typename L>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const L *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore) {
   double total = 0, kept = 0, bad = 0;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const int64_t l = labels[n];
@@ -1263,16 +1280,16 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyRowsKernel(const T *logit
       bad = 1;
       continue;
     }
-    const T *r = logits + n * C;
+    const L *r = logits + n * C;
     double mx = -ortc_inf<double>();
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      mx = MaxOp()(mx, static_cast<double>(r[c]));
+      mx = MaxOp()(mx, ortc_wide(r[c]));
     mx = blockReduce(mx, MaxOp(), -ortc_inf<double>());
     double sm = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      sm += exp(static_cast<double>(r[c]) - mx);
+      sm += exp(ortc_wide(r[c]) - mx);
     sm = blockReduce(sm, SumOp(), 0.0);
-    total += mx + log(sm) - static_cast<double>(r[l]);
+    total += mx + log(sm) - ortc_wide(r[l]);
     kept += 1;
   }
   if (threadIdx.x == 0) {
@@ -1295,8 +1312,8 @@ __global__ void crossEntropyFinishKernel(int parts, bool sumMode, T *loss) {
     v *= static_cast<T>(kept);
   *loss = bad != 0 ? ortc_nan<T>() : v;
 }
-template <typename T>
-void softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore,
+template <typename L, typename T>
+void softmaxCrossEntropy(const L *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore,
                          bool sumMode, T *loss, ortcStream_t s) {
   const int parts = static_cast<int>(N < 1 ? 1 : (N < kLossParts ? N : kLossParts));
   crossEntropyRowsKernel<<<parts, kBlock, 0, s>>>(logits, labels, N, C, ignore, hasIgnore);
@@ -1304,8 +1321,11 @@ void softmaxCrossEntropy(const T *logits, const int64_t *labels, int64_t N, int6
 }
 
 /// One block per row; each block also counts the kept rows and checks the labels.
-template <typename T, typename D>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyGradKernel(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, const D *dloss, T *dlogits) {
+/// Logits (L) and dlogits (T) may be stored in 16 bits: the arithmetic is that of a
+/// float32 step whose dlogits are then cast (W, the float type of that step).
+template <typename L, typename D, typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyGradKernel(const L *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore, bool hasIgnore, bool sumMode, const D *dloss, T *dlogits) {
+  using W = typename std::conditional<(sizeof(T) < 4), float, T>::type;
   const int64_t n = blockIdx.x;
   double kept = 0, bad = 0;
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
@@ -1321,34 +1341,34 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) crossEntropyGradKernel(const T *logit
   T *d = dlogits + n * C;
   if (bad != 0) {
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      d[c] = ortc_nan<T>();
+      d[c] = ortc_narrow<T>(ortc_nan<double>());
     return;
   }
-  const T dl = static_cast<T>(*dloss) * (sumMode ? static_cast<T>(kept) : T(1));
+  const W dl = static_cast<W>(*dloss) * (sumMode ? static_cast<W>(kept) : W(1));
   const double scale = kept == 0 ? 0.0 : static_cast<double>(dl) / kept;
   if (hasIgnore && labels[n] == ignore) {
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      d[c] = T(0);
+      d[c] = ortc_narrow<T>(0.0);
     return;
   }
-  const T *r = logits + n * C;
+  const L *r = logits + n * C;
   double mx = -ortc_inf<double>();
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    mx = MaxOp()(mx, static_cast<double>(r[c]));
+    mx = MaxOp()(mx, ortc_wide(r[c]));
   mx = blockReduce(mx, MaxOp(), -ortc_inf<double>());
   double sm = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    sm += exp(static_cast<double>(r[c]) - mx);
+    sm += exp(ortc_wide(r[c]) - mx);
   const double inv = 1.0 / blockReduce(sm, SumOp(), 0.0);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    double p = exp(static_cast<double>(r[c]) - mx) * inv;
+    double p = exp(ortc_wide(r[c]) - mx) * inv;
     if (c == labels[n])
       p -= 1.0;
-    d[c] = static_cast<T>(p * scale);
+    d[c] = ortc_narrow<T>(p * scale);
   }
 }
-template <typename T, typename D>
-void softmaxCrossEntropyGrad(const T *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore,
+template <typename L, typename D, typename T>
+void softmaxCrossEntropyGrad(const L *logits, const int64_t *labels, int64_t N, int64_t C, int64_t ignore,
                              bool hasIgnore, bool sumMode, const D *dloss, T *dlogits, ortcStream_t s) {
   if (N <= 0) // one block per row
     return;
@@ -1617,10 +1637,13 @@ template <typename T, typename S = T> struct MatB {
     return ortc_cvt<T>(trans ? p[b * stride + n * K + k] : p[b * stride + k * N + n]);
   }
 };
-template <typename T> struct MatC {
-  T *p;
+/// The result: computed as T, stored as S (a 16-bit matmulWide rounds each sum).
+template <typename T, typename S = T> struct MatC {
+  S *p;
   int64_t M, N;
-  __device__ void operator()(int64_t b, int64_t m, int64_t n, T v) const { p[(b * M + m) * N + n] = v; }
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, T v) const {
+    p[(b * M + m) * N + n] = ortc_cvt<S>(v);
+  }
 };
 
 /// ORTC_GPU_GEMM=ortc at run time makes every GEMM use ortc's tiled kernel even where
@@ -1656,23 +1679,24 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, i
             ortcStream_t s) {
   matmulAccum(A, B, C, batch, M, N, K, transA, transB, Accum(), s);
 }
-/// matmul of 16-bit operands (ortc_bf16 / ortc_half) into a float C, summed in float
-/// (matmul f32_result). With ORTC_VENDOR_GEMM_WIDE (CUDA: cuBLASLt, bf16/fp16 inputs on
-/// tensor cores, FP32 compute) the vendor library runs it; else the tiled kernel, which
-/// widens each operand as it loads its tile.
-template <typename S>
-void matmulWide(const S *A, const S *B, float *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
+/// matmul of 16-bit operands (ortc_bf16 / ortc_half) into C, summed in float: a float C
+/// (matmul f32_result) or one of the operands' type, each sum rounded as it is stored.
+/// With ORTC_VENDOR_GEMM_WIDE (CUDA: cuBLASLt, bf16/fp16 inputs on tensor cores, FP32
+/// compute) the vendor library runs it; else the tiled kernel, which widens each operand
+/// as it loads its tile.
+template <typename S, typename O = float>
+void matmulWide(const S *A, const S *B, O *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
                 bool transB, ortcStream_t s) {
 #ifdef ORTC_VENDOR_GEMM_WIDE
   if (!ownGemmForced() && ORTC_VENDOR_GEMM_WIDE(A, B, C, batch, M, N, K, transA, transB, s))
     return;
 #endif
   if (K == 0) {
-    ORTC_MEMSET_ASYNC(C, 0, batch * M * N * sizeof(float), s);
+    ORTC_MEMSET_ASYNC(C, 0, batch * M * N * sizeof(O), s);
     return;
   }
   gemmTiled<float>(batch, M, N, K, MatA<float, S>{A, M * K, M, K, transA}, MatB<float, S>{B, K * N, K, N, transB},
-                   MatC<float>{C, M, N}, Accum(), s);
+                   MatC<float, O>{C, M, N}, Accum(), s);
 }
 
 //===----------------------------------------------------------------------===//

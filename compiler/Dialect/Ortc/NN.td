@@ -10,8 +10,10 @@ def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterf
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
   let description = [{
     The result has the operands' element type, except with `f32_result`: 16-bit
-    operands (bf16 or f16, both the same) and a float32 result, the products summed in
-    float32, as a tensor-core GEMM does (mixed precision reads its 16-bit copies so).
+    operands (bf16 or f16, both the same) and a float32 result. 16-bit products are
+    summed in float32, as a tensor-core GEMM does, and a 16-bit result rounds each sum
+    as it is stored (mixed precision reads its 16-bit copies so, and writes 16 bits
+    where the product is only rounded).
   }];
   let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b,
                        DefaultValuedAttr<BoolAttr, "false">:$trans_a,

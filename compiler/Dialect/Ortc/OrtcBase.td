@@ -29,6 +29,16 @@ class Ortc_Op<string mnemonic, list<Trait> traits = []>
 // they write any element of the same row, and read no other row.
 def Ortc_RowInPlace : NativeOpTrait<"RowInPlace"> { let cppNamespace = "::ortc::trait"; }
 
+// The op's kernels, on every target, read each float operand in its own element type
+// (a 16-bit one widened exactly as it is read) and compute in float64; a float result
+// whose type the op does not infer may be 16-bit, each element rounded through float32,
+// the bits a float32 result cast to 16 bits would have. The precision pass lets such an
+// op read the 16-bit value instead of a widened copy, and write 16 bits where its result
+// was only cast to 16 bits: no float32 copy of either takes arena space.
+def Ortc_ReadsStoredFloats : NativeOpTrait<"ReadsStoredFloats"> {
+  let cppNamespace = "::ortc::trait";
+}
+
 def Ortc_Tensor : RankedTensorOf<[F16, BF16, F32, F64, I1, I32, I64]>;
 def Ortc_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
 def Ortc_IndexTensor : RankedTensorOf<[I32, I64]>;

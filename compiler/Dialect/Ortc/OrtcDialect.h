@@ -53,6 +53,10 @@ namespace ortc::trait {
 /// Ortc_RowInPlace (OrtcBase.td): the result may take the first operand's buffer.
 template <typename ConcreteType>
 class RowInPlace : public mlir::OpTrait::TraitBase<ConcreteType, RowInPlace> {};
+/// Ortc_ReadsStoredFloats (OrtcBase.td): reads 16-bit operands and writes 16-bit results
+/// itself, computing in float64.
+template <typename ConcreteType>
+class ReadsStoredFloats : public mlir::OpTrait::TraitBase<ConcreteType, ReadsStoredFloats> {};
 } // namespace ortc::trait
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h.inc"

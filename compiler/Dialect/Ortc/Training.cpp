@@ -10,7 +10,12 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                       Adaptor adaptor,
                                                       SmallVectorImpl<Type> &types) {
   auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
-  types.push_back(RankedTensorType::get({}, logits.getElementType()));
+  Type element = logits.getElementType();
+  // A loss of 16-bit logits is float32 (autocast's float32 list): the kernel computes it
+  // in double from the stored bits.
+  if (element.getIntOrFloatBitWidth() < 32)
+    element = Float32Type::get(logits.getContext());
+  types.push_back(RankedTensorType::get({}, element));
   return success();
 }
 
@@ -41,6 +46,14 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value>
     grads[0] = SoftmaxCrossEntropyGradOp::create(
         b, getLoc(), getLogits().getType(), getLogits(), getLabels(), dys[0],
         getIgnoreIndexAttr(), getReductionAttr());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  auto logits = getLogits().getType();
+  if (logits.getRank() != 2 || getResult().getType().getShape() != logits.getShape())
+    return emitOpError("needs logits [N,C] and a result of their shape, got ")
+           << logits << " and " << getResult().getType();
   return success();
 }
 

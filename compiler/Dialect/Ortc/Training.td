@@ -7,12 +7,14 @@
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
 def Ortc_SoftmaxCrossEntropyOp : Ortc_Op<"softmax_cross_entropy", [Pure,
-    InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
+    InferTypeOpAdaptor, Ortc_ReadsStoredFloats,
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>,
     DeclareOpInterfaceMethods<Ortc_IndexOperandOpInterface>]> {
   let summary = "Mean cross-entropy of logits [N,C] against labels [N] (PyTorch semantics)";
   let description = [{
     `reduction` is "mean" (over rows whose label is not `ignore_index`) or "sum".
-    The result is a rank-0 tensor.
+    The result is a rank-0 tensor of the logits' type, float32 for 16-bit logits (the
+    loss is on autocast's float32 list; a --precision build reads the stored logits).
   }];
   let arguments = (ins Ortc_FloatTensor:$logits, Ortc_IndexTensor:$labels,
                        OptionalAttr<I64Attr>:$ignore_index,
@@ -23,13 +25,18 @@ def Ortc_SoftmaxCrossEntropyOp : Ortc_Op<"softmax_cross_entropy", [Pure,
 }
 
 def Ortc_SoftmaxCrossEntropyGradOp : Ortc_Op<"softmax_cross_entropy_grad", [Pure,
-    Ortc_RowInPlace]> {
+    Ortc_RowInPlace, Ortc_ReadsStoredFloats]> {
   let summary = "dlogits of softmax_cross_entropy given the scalar dloss";
+  let description = [{
+    The result has the logits' shape; its float type may differ from theirs (16-bit
+    dlogits from float32 logits or the reverse, ReadsStoredFloats).
+  }];
   let arguments = (ins Ortc_FloatTensor:$logits, Ortc_IndexTensor:$labels,
                        Ortc_FloatTensor:$dloss, OptionalAttr<I64Attr>:$ignore_index,
                        DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
 }
 
 def Ortc_AllFiniteOp : Ortc_Op<"all_finite", [Pure]> {

@@ -109,6 +109,10 @@ void runGemm(void *ctx) {
   const Gemm &g = *static_cast<Gemm *>(ctx);
   if (g.d.type == CUDA_R_32F)
     run<float, float>(g);
+  else if (g.d.type == CUDA_R_16BF) // FP32 sums, each rounded as it is stored
+    run<__nv_bfloat16, float>(g);
+  else if (g.d.type == CUDA_R_16F)
+    run<__half, float>(g);
   else
     run<double, double>(g);
 }
@@ -183,14 +187,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (!h || h->magic != 0x4c74)
     return refuse("cublasLtMatmul without a handle from cublasLtCreate");
   const bool f32 = op->scale == CUDA_R_32F;
-  for (auto *l : {c, d})
-    if ((l->type == CUDA_R_32F) != f32)
-      return refuse("C's or D's type differs from the scale type");
   // A and B: the scale type, or (FP32 compute) both bf16 or both fp16.
   const bool sixteen = a->type == CUDA_R_16BF || a->type == CUDA_R_16F;
   if (a->type != b->type || (sixteen ? !f32 : (a->type == CUDA_R_32F) != f32))
     return refuse("A's and B's types (" + std::to_string(a->type) + ", " + std::to_string(b->type) +
                   ") do not go with the scale type");
+  // C and D: one type, the scale type's or (16-bit A and B) theirs.
+  if (c->type != d->type || ((d->type == CUDA_R_32F) != f32 && !(sixteen && d->type == a->type)))
+    return refuse("C's or D's type goes neither with the scale type nor with A's and B's");
   // op(A) is m x k, op(B) k x n, C and D m x n.
   const uint64_t m = d->rows, n = d->cols;
   const uint64_t am = op->transA == CUBLAS_OP_N ? a->rows : a->cols, ak = op->transA == CUBLAS_OP_N ? a->cols : a->rows;

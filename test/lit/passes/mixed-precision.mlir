@@ -6,8 +6,9 @@
 // stage; the parameter itself stays float32 for the optimizer) and its result is
 // stored in 16 bits after the bias add beside it (the bias is rounded as autocast
 // rounds a Linear's bias); the scale by a constant follows (the constant is read as it is);
-// the loss keeps float32 and reads a widened copy of its own. Every reader of a 16-bit
-// value reads its own widened copy; the results of the step stay float32.
+// the loss keeps float32, its kernel reading the 16-bit value (ReadsStoredFloats). Every
+// other reader of a 16-bit value reads its own widened copy; the results of the step stay
+// float32.
 func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
                       %l: tensor<4xi64> {ortc.name = "labels"},
                       %w: tensor<3x8xf32> {ortc.name = "w", ortc.role = "parameter"},
@@ -40,16 +41,15 @@ func.func @train_step(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-NEXT: %[[Y32:.*]] = ortc.cast %[[Y16]] {{.*}} -> tensor<4x3xf32>
 // CHECK-NEXT: %[[H:.*]] = ortc.mul %[[Y32]], %[[C]]
 // CHECK-NEXT: %[[H16:.*]] = ortc.cast %[[H]] {{.*}} -> tensor<4x3xbf16>
-// CHECK-NEXT: %[[H32:.*]] = ortc.cast %[[H16]] {{.*}} -> tensor<4x3xf32>
-// CHECK-NEXT: ortc.softmax_cross_entropy %[[H32]], %arg1
+// CHECK-NEXT: ortc.softmax_cross_entropy %[[H16]], %arg1 {{.*}} : (tensor<4x3xbf16>, tensor<4xi64>) -> tensor<f32>
 // The backward casts the weight again rather than keep the forward's copy, and the
 // gradient of an activation (a backward GEMM reading a weight) stays float32.
 // CHECK-NEXT: %[[WB16:.*]] = ortc.cast %arg2 {ortc.stage = "backward"} : tensor<3x8xf32> -> tensor<3x8xbf16>
 // CHECK-NEXT: ortc.matmul %[[H16]], %[[WB16]] {f32_result = true, ortc.stage = "backward"}
 // CHECK-NOT: ortc.cast
 // The step input x is not a weight: the backward reads the forward's 16-bit copy of it.
-// CHECK: %[[GW:.*]] = ortc.matmul %[[H16]], %[[X16]] {f32_result = true, ortc.stage = "backward", trans_a = true}
-// CHECK-NEXT: %[[GW16:.*]] = ortc.cast %[[GW]] {{.*}} -> tensor<3x8xbf16>
+// The weight's gradient is only rounded: the GEMM writes 16 bits (float sums, rounded).
+// CHECK: %[[GW16:.*]] = ortc.matmul %[[H16]], %[[X16]] {ortc.stage = "backward", trans_a = true} : tensor<4x3xbf16>, tensor<4x8xbf16> -> tensor<3x8xbf16>
 // The optimizer reads the float32 master weight and a widened gradient, and its
 // elementwise ops keep float32.
 // CHECK-NEXT: %[[GW32:.*]] = ortc.cast %[[GW16]] {ortc.stage = "optimizer"} : tensor<3x8xbf16> -> tensor<3x8xf32>
@@ -71,7 +71,8 @@ func.func @forward(%x: tensor<4x8xf32> {ortc.name = "x"},
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[N:.*]], %{{.*}}, %{{.*}} = ortc.layer_norm %arg0, %arg1 {{.*}} -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
 // CHECK: %[[N16:.*]] = ortc.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
-// CHECK: ortc.matmul %[[N16]], %{{.*}} {f32_result = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xf32>
+// CHECK: %[[Y16:.*]] = ortc.matmul %[[N16]], %{{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+// CHECK-NEXT: ortc.cast %[[Y16]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 
 // The ops of one ONNX node (one location) and stage keep float32 between them: a GELU
 // written as three ops is rounded once, where its value leaves the node.
@@ -85,11 +86,32 @@ func.func @eval_step(%x: tensor<4x8xf32> {ortc.name = "x"},
   return %c : tensor<4x8xf32>
 }
 // CHECK-LABEL: func.func @eval_step
-// CHECK: %[[M:.*]] = ortc.matmul
-// CHECK-NEXT: %[[M16:.*]] = ortc.cast %[[M]] {{.*}} -> tensor<4x8xbf16>
+// CHECK: %[[M16:.*]] = ortc.matmul {{.*}} -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[M32:.*]] = ortc.cast %[[M16]]
 // CHECK-NEXT: %[[A:.*]] = ortc.tanh %[[M32]]
 // CHECK-NEXT: %[[M32B:.*]] = ortc.cast %[[M16]]
 // CHECK-NEXT: %[[B:.*]] = ortc.mul %[[A]], %[[M32B]]
 // CHECK-NEXT: %[[C:.*]] = ortc.relu %[[B]]
 // CHECK-NEXT: %[[C16:.*]] = ortc.cast %[[C]] {{.*}} -> tensor<4x8xbf16>
+
+// Cross-entropy's gradient reads the 16-bit logits and, its result being only rounded
+// for the GEMMs that read it, writes 16-bit dlogits: no float32 logits or dlogits.
+func.func @loss_grad(%h: tensor<4x3xf32> {ortc.name = "h"},
+                     %l: tensor<4xi64> {ortc.name = "labels"},
+                     %w: tensor<3x8xf32> {ortc.name = "w", ortc.role = "parameter"})
+    -> (tensor<f32> {ortc.name = "loss", ortc.role = "loss"},
+        tensor<3x8xf32> {ortc.name = "gw", ortc.role = "output"}) {
+  %one = ortc.constant dense<1.0> : tensor<f32>
+  %m = ortc.matmul %h, %w {ortc.stage = "forward"} : tensor<4x3xf32>, tensor<3x8xf32> -> tensor<4x8xf32>
+  %loss = ortc.softmax_cross_entropy %m, %l {ortc.stage = "forward"} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  %d = ortc.softmax_cross_entropy_grad %m, %l, %one {ortc.stage = "backward"} : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  %gw = ortc.matmul %h, %d {ortc.stage = "backward", trans_a = true} : tensor<4x3xf32>, tensor<4x8xf32> -> tensor<3x8xf32>
+  return %loss, %gw : tensor<f32>, tensor<3x8xf32>
+}
+// CHECK-LABEL: func.func @loss_grad
+// CHECK: %[[L16:.*]] = ortc.matmul {{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: ortc.softmax_cross_entropy %[[L16]], %arg1 {{.*}} : (tensor<4x8xbf16>, tensor<4xi64>) -> tensor<f32>
+// CHECK-NEXT: %[[D16:.*]] = ortc.softmax_cross_entropy_grad %[[L16]], %arg1, %{{.*}} {{.*}} : (tensor<4x8xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: ortc.matmul %{{.*}}, %[[D16]] {{.*}} : tensor<4x3xbf16>, tensor<4x8xbf16> -> tensor<3x8xbf16>
+// CHECK-NOT: -> tensor<4x8xf32>
+// CHECK: return

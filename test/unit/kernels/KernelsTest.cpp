@@ -1652,6 +1652,80 @@ TEST(SoftmaxCrossEntropy, GradFiniteDifferences) {
   }
 }
 
+// Mixed precision's loss reads the stored 16-bit logits and writes 16-bit dlogits
+// (ReadsStoredFloats): the bits of the float32 kernels on widened logits, their dlogits
+// then cast.
+TEST(SoftmaxCrossEntropy, SixteenBitLogitsAndGradAreTheCastFloatOnes) {
+  const int64_t N = 37, C = 301;
+  Vec x = randVec(N * C, -6, 6);
+  std::vector<ortc_bf16> x16(x.size());
+  std::vector<float> xw(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x16[i] = ortc_cvt<ortc_bf16>(x[i]);
+    xw[i] = ortc_cvt<float>(x16[i]);
+  }
+  std::vector<int64_t> lab(N);
+  for (auto &l : lab)
+    l = randInt(0, 4) == 0 ? -100 : randInt(0, C - 1);
+  lab[0] = 3;
+  float loss16 = 0, lossw = 0, dl = 1.7f;
+  ASSERT_TRUE(softmaxCrossEntropy(x16.data(), lab.data(), N, C, -100, true, &loss16));
+  ASSERT_TRUE(softmaxCrossEntropy(xw.data(), lab.data(), N, C, -100, true, &lossw));
+  EXPECT_EQ(loss16, lossw);
+  std::vector<ortc_bf16> d16(x.size());
+  std::vector<float> dw(x.size());
+  ASSERT_TRUE(softmaxCrossEntropyGrad(x16.data(), lab.data(), N, C, -100, true, &dl, d16.data()));
+  ASSERT_TRUE(softmaxCrossEntropyGrad(xw.data(), lab.data(), N, C, -100, true, &dl, dw.data()));
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(d16[i].bits, ortc_cvt<ortc_bf16>(dw[i]).bits) << "element " << i;
+}
+
+// A 16-bit GEMM result (matmulWide into ortc_bf16 / ortc_half) is the float result
+// (f32_result) rounded, for every transpose and for more rows than one block holds: the
+// same bits where the result fits one block of rows; past it the float GEMM runs per
+// block, and the BLAS may sum a block's rows in another order (as it may for another
+// thread count): the float sums then differ by float rounding, so the 16-bit result is
+// within one 16-bit ulp plus that rounding (K float ulps of the sum of |products|).
+template <typename S> void expectWideRoundsAsCast() {
+  struct Case { int64_t batch, M, N, K; };
+  for (Case c : {Case{1, 700, 512, 64}, Case{3, 5, 7, 9}, Case{2, 300, 300, 33}})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      std::vector<S> a(c.batch * c.M * c.K), b(c.batch * c.K * c.N);
+      for (auto &v : a)
+        v = ortc_cvt<S>(randVec(1, -2, 2)[0]);
+      for (auto &v : b)
+        v = ortc_cvt<S>(randVec(1, -2, 2)[0]);
+      std::vector<float> wide(c.batch * c.M * c.N);
+      std::vector<S> narrow(wide.size());
+      matmulWide(a.data(), b.data(), wide.data(), c.batch, c.M, c.N, c.K, ta, tb);
+      matmulWide(a.data(), b.data(), narrow.data(), c.batch, c.M, c.N, c.K, ta, tb);
+      const bool oneBlock = c.M * c.N <= kWideTile;
+      const double ulp16 = std::is_same<S, ortc_bf16>::value ? 0x1p-7 : 0x1p-10;
+      for (int64_t bt = 0; bt < c.batch; ++bt)
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            const size_t i = (bt * c.M + m) * c.N + n;
+            if (oneBlock) {
+              ASSERT_EQ(narrow[i].bits, ortc_cvt<S>(wide[i]).bits) << "element " << i;
+              continue;
+            }
+            double mag = 0;
+            for (int64_t k = 0; k < c.K; ++k)
+              mag += std::abs(ortc_cvt<double>(a[bt * c.M * c.K + (ta ? k * c.M + m : m * c.K + k)]) *
+                              ortc_cvt<double>(b[bt * c.K * c.N + (tb ? n * c.K + k : k * c.N + n)]));
+            ASSERT_LE(std::abs(ortc_cvt<double>(narrow[i]) - wide[i]),
+                      ulp16 * std::abs(wide[i]) + c.K * 0x1p-23 * mag)
+                << "element " << i << " of " << c.batch << "x" << c.M << "x" << c.N << "x" << c.K
+                << " transA " << ta << " transB " << tb;
+          }
+    }
+}
+TEST(Matmul, SixteenBitResultIsTheCastFloatResult) {
+  expectWideRoundsAsCast<ortc_bf16>();
+  expectWideRoundsAsCast<ortc_half>();
+}
+
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//
