@@ -459,24 +459,83 @@ KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
     }
     nest.strides.push_back(std::move(strides));
   }
+  if (op.getKind() == "rows") {
+    // Rows kernel: the row (the last dim) is a dim of its own, split off the run it
+    // was merged into (an input varying along the run is contiguous along it).
+    int64_t n = shape.empty() ? 1 : shape.back();
+    if (n == 1) {
+      nest.dims.push_back(1);
+      for (auto &st : nest.strides)
+        st.push_back(0);
+    } else if (nest.dims.back() != n) {
+      nest.dims.back() /= n;
+      nest.dims.push_back(n);
+      for (auto &st : nest.strides) {
+        int64_t inner = st.back();
+        st.back() = inner * n;
+        st.push_back(inner);
+      }
+    }
+  }
   return nest;
+}
+
+void KernelPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
+                                const std::string &column, std::ostream &os) {
+  size_t rank = nest.dims.size();
+  // Coordinates of the row along the outer dims (only where some input needs them).
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    bool used = llvm::any_of(nest.strides, [&](auto &s) { return s[d] != 0; });
+    if (!used)
+      continue;
+    int64_t below = dimProduct(nest.dims, d + 1, rank - 1);
+    os << indent << "const int64_t c" << d << " = o";
+    if (below > 1)
+      os << " / " << below;
+    if (d > 0)
+      os << " % " << nest.dims[d];
+    os << ";\n";
+  }
+  for (auto [k, v] : llvm::enumerate(op.getInputs())) {
+    std::string offset;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (nest.strides[k][d])
+        offset += (offset.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
+                  std::to_string(nest.strides[k][d]);
+    if (!column.empty() && nest.strides[k][rank - 1])
+      offset += (offset.empty() ? "" : " + ") + column;
+    os << indent << "const " << cType(typeOf(v).getElementType()) << " *row" << k << " = in"
+         << k << (offset.empty() ? "" : " + (" + offset + ")") << ";\n";
+  }
 }
 
 SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
                                                              function_ref<std::string(unsigned)> read,
                                                              const std::string &indent,
-                                                             std::ostream &os, int64_t &numOps) {
+                                                             std::ostream &os, int64_t &numOps,
+                                                             ArrayRef<std::pair<Value, std::string>> given,
+                                                             DenseMap<Value, std::string> *exprs) {
   Block &block = op.getBody().front();
-  DenseMap<Value, std::string> expr;
+  DenseMap<Value, std::string> local;
+  DenseMap<Value, std::string> &expr = exprs ? *exprs : local;
   for (BlockArgument a : block.getArguments())
     expr[a] = read(a.getArgNumber());
+  for (auto &[v, e] : given)
+    expr[v] = e;
   numOps = 0;
+  // In a rows kernel the row op has no scalar expression: it and what depends on it
+  // are printed only where its result is given.
+  bool rows = op.getKind() == "rows";
   for (Operation &inner : block.without_terminator()) {
     Value r = inner.getResult(0);
+    if (expr.count(r))
+      continue;
     if (auto lit = splatLiteral(r)) {
       expr[r] = *lit;
       continue;
     }
+    if (rows && llvm::any_of(inner.getOperands(), [&](Value v) { return !expr.count(v); }))
+      continue;
     // A broadcast reads its source; a sum is added up by the printer's loop.
     if (isa<BroadcastToOp, ReduceSumOp>(inner)) {
       expr[r] = expr.lookup(inner.getOperand(0));
@@ -485,15 +544,63 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
     SmallVector<std::string> args;
     for (Value v : inner.getOperands())
       args.push_back(expr.lookup(v));
+    std::optional<std::string> e = elementwise(&inner, args);
+    if (rows && !e)
+      continue;
     std::string name = "v" + std::to_string(numOps++);
-    os << indent << "const " << cType(typeOf(r).getElementType()) << " " << name << " = "
-       << *elementwise(&inner, args) << ";\n";
+    os << indent << "const " << cType(typeOf(r).getElementType()) << " " << name << " = " << *e
+       << ";\n";
     expr[r] = name;
   }
   SmallVector<std::string> yielded;
   for (Value v : op.getYielded())
     yielded.push_back(expr.lookup(v));
   return yielded;
+}
+
+Operation *KernelPrinter::rowOp(FusedOp op) {
+  for (Operation &inner : op.getBody().front().without_terminator())
+    if (auto f = dyn_cast<FusionOpInterface>(inner); f && f.getFusionRole() == FusionRole::Row)
+      return &inner;
+  return nullptr;
+}
+
+int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)> read,
+                                 const std::string &indent, std::ostream &os) {
+  Operation *row = rowOp(op);
+  Value result = row->getResult(0);
+  int64_t n = typeOf(result).getShape().back();
+  std::string T = cType(typeOf(result).getElementType());
+  std::string in = indent + "  ";
+  int64_t numOps = 0, ops = 0;
+  // One loader per operand of the row op: the prologue's statements for element j.
+  std::string call;
+  for (auto [k, v] : llvm::enumerate(row->getOperands())) {
+    std::ostringstream stmts;
+    DenseMap<Value, std::string> exprs;
+    pointwiseStatements(op, read, in, stmts, numOps, {}, &exprs);
+    ops += numOps;
+    os << indent << "auto load" << k << " = [&](int64_t j) -> " << T << " {\n"
+       << stmts.str() << in << "return " << exprs.lookup(v) << ";\n" << indent << "};\n";
+    call += ", load" + std::to_string(k);
+  }
+  // The store: the epilogue's statements with the row op's element given, and every
+  // yielded value written at its element.
+  std::ostringstream stmts;
+  SmallVector<std::string> ys =
+      pointwiseStatements(op, read, in, stmts, numOps, {{result, "r"}});
+  ops += numOps;
+  os << indent << "auto store = [&](int64_t j, " << T << " r) {\n" << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    os << in << "out" << k << "[o * " << n << " + j] = " << y << ";\n";
+  os << indent << "};\n";
+  std::string name = llvm::TypeSwitch<Operation *, std::string>(row)
+                         .Case([](SoftmaxOp) { return "softmaxLine"; })
+                         .Case([](LogSoftmaxOp) { return "logSoftmaxLine"; })
+                         .Case([](SoftmaxGradOp) { return "softmaxGradLine"; })
+                         .Case([](LogSoftmaxGradOp) { return "logSoftmaxGradLine"; });
+  os << indent << lib << name << "<" << T << ">(" << n << call << ", store);\n";
+  return ops + 5;
 }
 
 /// The ONNX node an op came from (its NameLoc), else its printed location.

@@ -159,10 +159,30 @@ protected:
   /// broadcasts as their source's read). Returns the expressions of the yielded
   /// values (for a sum, of the value it adds up: see isSum) and the number of ops
   /// (a work estimate).
-  llvm::SmallVector<std::string> pointwiseStatements(FusedOp op,
-                                                      llvm::function_ref<std::string(unsigned)> read,
-                                                      const std::string &indent, std::ostream &os,
-                                                      int64_t &numOps);
+  /// In a rows kernel, `given` names values by expression (the row op's element) and
+  /// the ops that are not computable without a value not given are left out; `exprs`
+  /// receives every value's expression.
+  llvm::SmallVector<std::string> pointwiseStatements(
+      FusedOp op, llvm::function_ref<std::string(unsigned)> read, const std::string &indent,
+      std::ostream &os, int64_t &numOps,
+      llvm::ArrayRef<std::pair<mlir::Value, std::string>> given = {},
+      llvm::DenseMap<mlir::Value, std::string> *exprs = nullptr);
+  /// Prints, for row `o` of the nest's outer dims, `const T *row<k> = in<k> + offset`
+  /// per input (plus `column` where it varies along the last dim), from the
+  /// coordinates c<d> of `o` that some input needs.
+  void rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
+                   const std::string &column, std::ostream &os);
+  /// The row op of a rows kernel (ortc.fused "rows").
+  static mlir::Operation *rowOp(FusedOp op);
+  /// Prints the body of one row `o` of a rows kernel, the same on every target: a
+  /// loader per operand of the row op (`load0(j)`: the prologue's statements for
+  /// element j of the row), a `store(j, r)` that runs the epilogue on element j of
+  /// the row op's result and writes each yielded value `out<k>[o * n + j]`, and the
+  /// call of the kernel library's line function of the op (softmaxLine, ...), which
+  /// calls them. Input k is read as `read(k)` (a row pointer indexed by j). Returns a
+  /// work estimate per element.
+  int64_t rowKernel(FusedOp op, llvm::function_ref<std::string(unsigned)> read,
+                    const std::string &indent, std::ostream &os);
   /// True when yielded value `i` of a pointwise kernel is a sum over its leading dims.
   static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.

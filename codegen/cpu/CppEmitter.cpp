@@ -87,8 +87,7 @@ private:
   void fusedPointwiseSums(FusedOp op, const PointwiseNest &nest);
   /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
   /// along the last dim where the input varies along it).
-  void rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
-                   const std::string &column);
+  void fusedRows(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -144,7 +143,7 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   elementIndex.clear();
   body << "  ORTC_KERN_PARALLEL_FOR(" << n * std::max<int64_t>(numOps, 1) << ")\n"
        << "  for (int64_t o = 0; o < " << outer << "; ++o) {\n";
-  rowPointers(op, nest, "    ", "");
+  rowPointers(op, nest, "    ", "", body);
   body << "    ORTC_KERN_SIMD\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n"
        << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
@@ -152,33 +151,30 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   body << "    }\n  }\n";
 }
 
-void CppPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std::string &indent,
-                             const std::string &column) {
+/// A rows kernel: a parallel loop over the rows, each computed by the kernel
+/// library's line function of the row op (softmaxLine, ...) through the loaders and
+/// the store that rowKernel prints (prologue and epilogue inlined into its loops).
+void CppPrinter::fusedRows(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  for (auto [k, v] : llvm::enumerate(op.getInputs()))
+    body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = " << typed(v)
+         << ";\n";
+  for (auto [k, r] : llvm::enumerate(op.getResults()))
+    body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
+         << typed(r, true) << ";\n";
   size_t rank = nest.dims.size();
-  // Coordinates of the row along the outer dims (only where some input needs them).
-  for (size_t d = 0; d + 1 < rank; ++d) {
-    bool used = llvm::any_of(nest.strides, [&](auto &s) { return s[d] != 0; });
-    if (!used)
-      continue;
-    int64_t below = dimProduct(nest.dims, d + 1, rank - 1);
-    body << indent << "const int64_t c" << d << " = o";
-    if (below > 1)
-      body << " / " << below;
-    if (d > 0)
-      body << " % " << nest.dims[d];
-    body << ";\n";
-  }
-  for (auto [k, v] : llvm::enumerate(op.getInputs())) {
-    std::string offset;
-    for (size_t d = 0; d + 1 < rank; ++d)
-      if (nest.strides[k][d])
-        offset += (offset.empty() ? "" : " + ") + std::string("c") + std::to_string(d) + " * " +
-                  std::to_string(nest.strides[k][d]);
-    if (!column.empty() && nest.strides[k][rank - 1])
-      offset += (offset.empty() ? "" : " + ") + column;
-    body << indent << "const " << cType(typeOf(v).getElementType()) << " *row" << k << " = in"
-         << k << (offset.empty() ? "" : " + (" + offset + ")") << ";\n";
-  }
+  int64_t n = nest.dims.back(), rows = nest.numElements() / n;
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
+  };
+  std::ostringstream code;
+  elementIndex = "(o * " + std::to_string(n) + " + j)";
+  int64_t work = rowKernel(op, read, "    ", code);
+  elementIndex.clear();
+  body << "  ORTC_KERN_PARALLEL_FOR(" << rows * n * work << ")\n"
+       << "  for (int64_t o = 0; o < " << rows << "; ++o) {\n";
+  rowPointers(op, nest, "    ", "", body);
+  body << code.str() << "  }\n";
 }
 
 /// A pointwise kernel that also sums values over its leading dims (rows). The rows
@@ -213,7 +209,7 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
          << cols << ";\n";
   body << "    for (int64_t o = rb * " << kRows << "; o < std::min<int64_t>(" << rows
        << ", (rb + 1) * " << kRows << "); ++o) {\n";
-  rowPointers(op, nest, "      ", "");
+  rowPointers(op, nest, "      ", "", body);
   body << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << cols << "; ++j) {\n"
        << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
@@ -258,6 +254,8 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
       .Case([&](FusedOp f) {
         if (f.getKind() == "pointwise")
           fusedPointwise(f);
+        else if (f.getKind() == "rows")
+          fusedRows(f);
         else
           multiTensorUpdate(f);
         return success();

@@ -98,12 +98,17 @@ private:
   /// Keys a fused kernel reads: parameter name and the launcher's expression.
   std::vector<std::pair<std::string, std::string>> kernelKeys;
   std::string keyInKernel(uint64_t key) override {
+    std::string expr = streamKey(key);
+    for (auto &[name, e] : kernelKeys) // a rows kernel prints its prologue more than once
+      if (e == expr)
+        return name;
     std::string name = "key" + std::to_string(kernelKeys.size());
-    kernelKeys.push_back({name, streamKey(key)});
+    kernelKeys.push_back({name, expr});
     return name;
   }
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
+  void fusedRowsKernel(FusedOp op);
   void fusedSumsKernel(FusedOp op, const PointwiseNest &nest, ArrayRef<int64_t> dense,
                        const std::string &stmts, ArrayRef<std::string> ys);
   void printKernelHead(FusedOp op, const std::string &fnName);
@@ -216,6 +221,32 @@ void GpuPrinter::fusedKernel(FusedOp op) {
   body << "  " << fnName << "<<<" << std::max<int64_t>(1, (n + kBlock - 1) / kBlock) << ", "
        << kBlock << ", 0, s>>>" << launchArguments(op) << n << ");\n";
   launchNote = gridShape(n, "fused pointwise kernel, one element per thread");
+}
+
+/// A generated __global__ kernel for a rows kernel region: one block per row (a
+/// grid-stride loop over the rows), the row computed by the library's line function
+/// of the row op with the prologue and epilogue inlined (rowKernel).
+void GpuPrinter::fusedRowsKernel(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  size_t rank = nest.dims.size();
+  int64_t n = nest.dims.back(), rows = nest.numElements() / n;
+  std::string fnName = kernelName + "_rows";
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
+  };
+  std::ostringstream code;
+  kernelKeys.clear();
+  elementIndex = "(o * " + std::to_string(n) + " + j)";
+  rowKernel(op, read, "    ", code);
+  elementIndex.clear();
+  printKernelHead(op, fnName);
+  device << "int64_t rows) {\n"
+         << "  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {\n";
+  rowPointers(op, nest, "    ", "", device);
+  device << code.str() << "  }\n}\n";
+  body << "  " << fnName << "<<<" << std::clamp<int64_t>(rows, 1, 0x7fffffff) << ", " << kBlock
+       << ", 0, s>>>" << launchArguments(op) << rows << ");\n";
+  launchNote = rowShape(rows, kBlock, "fused rows kernel, one row per block");
 }
 
 /// The coordinates c<d> of element i along the iteration dims that a broadcast
@@ -466,6 +497,8 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
       .Case([&](FusedOp f) {
         if (f.getKind() == "pointwise")
           fusedKernel(f);
+        else if (f.getKind() == "rows")
+          fusedRowsKernel(f);
         else
           multiTensorUpdateWithNote(f);
         return success();

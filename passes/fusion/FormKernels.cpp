@@ -18,12 +18,19 @@
 //     the gradient it sums is computed).
 //  1c. A group of recompute clones joins the first later group of its shape that reads
 //     a value it reads (mergeRecomputeSiblings), its readers in between moved after.
+//  1a. A row op (FusionRole::Row: softmax, log-softmax and their gradients along the
+//     last axis) joins groups as a pointwise op does, at most one per group, never
+//     with a sum: its pointwise producers of its shape become the kernel's prologue
+//     (computed per row as the row op reads it), its pointwise consumers the
+//     epilogue (computed as it writes each element): attention's scale and mask, the
+//     dropout after the softmax and the scale after its gradient never reach memory.
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
 //     constants are cloned too (codegen prints them as literals).
 //  3. Each group with two or more ops, or one op reading through an index map,
-//     becomes an ortc.fused "pointwise" op placed before its last op: inputs in
+//     becomes an ortc.fused "pointwise" ("rows" with a row op) op placed before its
+//     last op: inputs in
 //     order of first use, results = the members' values used outside, location =
 //     the fused locations of the members (their ONNX nodes).
 //  4. Multi-tensor ops (the optimizer's updates) with equal names, attributes and
@@ -62,6 +69,10 @@ bool isPointwise(Operation *op) {
   return hasRole(op, FusionRole::Pointwise) && op->getNumResults() == 1;
 }
 
+/// A row op (a softmax along the last axis): joins the pointwise ops of its shape that
+/// compute its operands and read its result, one row op per kernel.
+bool isRowOp(Operation *op) { return hasRole(op, FusionRole::Row); }
+
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
@@ -96,9 +107,10 @@ struct KernelFormer {
             return false;
       return true;
     };
+    auto rowOps = [](ArrayRef<Operation *> ms) { return llvm::count_if(ms, isRowOp); };
     for (Operation &opRef : body.without_terminator()) {
       Operation *op = &opRef;
-      if (!isPointwise(op))
+      if (!isPointwise(op) && !isRowOp(op))
         continue;
       groups.insert(op);
       ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
@@ -109,7 +121,7 @@ struct KernelFormer {
           continue;
         SmallVector<Operation *> merged = members(p);
         llvm::append_range(merged, members(op));
-        if (!canMerge(merged, op))
+        if (rowOps(merged) > 1 || !canMerge(merged, op))
           continue;
         groups.unionSets(p, op);
       }
@@ -120,7 +132,7 @@ struct KernelFormer {
       auto red = dyn_cast<ReduceSumOp>(&opRef);
       Operation *p = red ? red.getX().getDefiningOp() : nullptr;
       if (!red || !hasRole(red, FusionRole::Reduction) || !p || !groups.contains(p) ||
-          !isPointwise(p))
+          !isPointwise(p) || llvm::any_of(members(p), isRowOp))
         continue;
       ArrayRef<int64_t> shape = shapeOf(red.getX());
       ArrayRef<int64_t> axes = red.getAxes();
@@ -182,7 +194,7 @@ struct KernelFormer {
     }
     llvm::sort(kernels, [&](auto &a, auto &b) { return pos[a.back()] < pos[b.back()]; });
     for (auto &ms : kernels)
-      buildKernel(ms, "pointwise");
+      buildKernel(ms, llvm::any_of(ms, isRowOp) ? "rows" : "pointwise");
 
     // 4. Multi-tensor kernels: ops alike up to their per-tensor operands.
     pos.clear();
@@ -268,6 +280,8 @@ struct KernelFormer {
         continue;
       auto r2 = groups.members(sibling);
       SmallVector<Operation *> g2(r2.begin(), r2.end());
+      if (llvm::any_of(g2, isRowOp)) // a row kernel computes its epilogue row by row
+        continue;
       // A kernel with a sum runs its kept dims as the inner loop (step 1b checks what its
       // members read through broadcasts): clones reading through one stay out.
       if (llvm::any_of(g2, [](Operation *m) { return isa<ReduceSumOp>(m); }) &&

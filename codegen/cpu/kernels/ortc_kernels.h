@@ -2269,97 +2269,146 @@ void avgPoolGrad(const T *dy, T *dx, const PoolGeom &geom) {
 // Softmax family
 //===----------------------------------------------------------------------===//
 
+namespace detail {
+/// A per-thread buffer of at least n elements (a line's values, reused).
+template <typename T> T *lineScratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n)
+    buf.resize(n);
+  return buf.data();
+}
+} // namespace detail
+
+// The line functions compute one line (row) of n elements: `load(j)` gives element
+// j of an operand, `store(j, y)` receives element j of the result. Each operand
+// element is loaded once and each result element stored once, after every load, so
+// a store may overwrite the line it read. The library kernels below call them with
+// plain loads and stores; a rows kernel (ortc.fused "rows") with its prologue and
+// epilogue inlined, so its fused softmax gives the library's bits.
+
+/// y = exp(x - max) / sum(exp(x - max)) (max subtracted for stability).
+template <typename T, typename Load, typename Store>
+inline void softmaxLine(int64_t n, Load load, Store store) {
+  T *e = detail::lineScratch<T>(n);
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    e[a] = load(a);
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t a = 0; a < n; ++a)
+    mx = std::max(mx, e[a]);
+  double s = 0;
+  ORTC_KERN_SIMD_SUM(s)
+  for (int64_t a = 0; a < n; ++a) {
+    e[a] = std::exp(e[a] - mx);
+    s += static_cast<double>(e[a]);
+  }
+  const double inv = 1.0 / s;
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    store(a, static_cast<T>(static_cast<double>(e[a]) * inv));
+}
+
+/// y = x - max - log(sum(exp(x - max))).
+template <typename T, typename Load, typename Store>
+inline void logSoftmaxLine(int64_t n, Load load, Store store) {
+  T *x = detail::lineScratch<T>(n);
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    x[a] = load(a);
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t a = 0; a < n; ++a)
+    mx = std::max(mx, x[a]);
+  double s = 0;
+  ORTC_KERN_SIMD_SUM(s)
+  for (int64_t a = 0; a < n; ++a)
+    s += std::exp(static_cast<double>(x[a]) - mx);
+  const double lse = static_cast<double>(mx) + std::log(s);
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    store(a, static_cast<T>(static_cast<double>(x[a]) - lse));
+}
+
+/// Gradient of softmax given its output y: dx = y * (dy - sum(dy * y)).
+template <typename T, typename LoadY, typename LoadDy, typename Store>
+inline void softmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store store) {
+  T *y = detail::lineScratch<T>(2 * n), *dy = y + n;
+  double s = 0;
+  for (int64_t a = 0; a < n; ++a) {
+    y[a] = loadY(a);
+    dy[a] = loadDy(a);
+    s += static_cast<double>(dy[a]) * y[a];
+  }
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    store(a, static_cast<T>(static_cast<double>(y[a]) * (dy[a] - s)));
+}
+
+/// Gradient of logSoftmax given its output y: dx = dy - exp(y) * sum(dy).
+template <typename T, typename LoadY, typename LoadDy, typename Store>
+inline void logSoftmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store store) {
+  T *y = detail::lineScratch<T>(2 * n), *dy = y + n;
+  double s = 0;
+  ORTC_KERN_SIMD_SUM(s)
+  for (int64_t a = 0; a < n; ++a) {
+    y[a] = loadY(a);
+    dy[a] = loadDy(a);
+    s += static_cast<double>(dy[a]);
+  }
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    store(a, static_cast<T>(static_cast<double>(dy[a]) -
+                            std::exp(static_cast<double>(y[a])) * s));
+}
+
 /// torch.softmax / ONNX Softmax (opset >= 13) along one axis: x and y are
-/// viewed as [outer, axisLen, inner]; y = exp(x - max) / sum(exp(x - max))
-/// over the axis (max subtracted for stability). y may alias x.
+/// viewed as [outer, axisLen, inner], one line per (outer, inner). y may alias x.
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
-  const int64_t lines = outer * inner;
-  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
-  for (int64_t t = 0; t < lines; ++t) {
-    const int64_t o = t / inner, i = t % inner;
-    const T *xs = x + o * axisLen * inner + i;
-    T *ys = y + o * axisLen * inner + i;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t a = 0; a < axisLen; ++a)
-      mx = std::max(mx, xs[a * inner]);
-    double s = 0;
-    ORTC_KERN_SIMD_SUM(s)
-    for (int64_t a = 0; a < axisLen; ++a) {
-      const T e = std::exp(xs[a * inner] - mx);
-      ys[a * inner] = e;
-      s += static_cast<double>(e);
-    }
-    const double inv = 1.0 / s;
-    ORTC_KERN_SIMD
-    for (int64_t a = 0; a < axisLen; ++a)
-      ys[a * inner] = static_cast<T>(static_cast<double>(ys[a * inner]) * inv);
+  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
+  for (int64_t t = 0; t < outer * inner; ++t) {
+    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+    softmaxLine<T>(axisLen, [&](int64_t a) { return x[off + a * inner]; },
+                   [&](int64_t a, T v) { y[off + a * inner] = v; });
   }
 }
 
-/// torch.log_softmax / ONNX LogSoftmax along one axis ([outer, axisLen,
-/// inner] view): y = x - max - log(sum(exp(x - max))). y may alias x.
+/// torch.log_softmax / ONNX LogSoftmax along one axis ([outer, axisLen, inner]
+/// view). y may alias x.
 template <typename T>
-void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen,
-                int64_t inner) {
-  const int64_t lines = outer * inner;
-  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
-  for (int64_t t = 0; t < lines; ++t) {
-    const int64_t o = t / inner, i = t % inner;
-    const T *xs = x + o * axisLen * inner + i;
-    T *ys = y + o * axisLen * inner + i;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t a = 0; a < axisLen; ++a)
-      mx = std::max(mx, xs[a * inner]);
-    double s = 0;
-    ORTC_KERN_SIMD_SUM(s)
-    for (int64_t a = 0; a < axisLen; ++a)
-      s += std::exp(static_cast<double>(xs[a * inner]) - mx);
-    const double lse = static_cast<double>(mx) + std::log(s);
-    ORTC_KERN_SIMD
-    for (int64_t a = 0; a < axisLen; ++a)
-      ys[a * inner] = static_cast<T>(static_cast<double>(xs[a * inner]) - lse);
+void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
+  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
+  for (int64_t t = 0; t < outer * inner; ++t) {
+    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+    logSoftmaxLine<T>(axisLen, [&](int64_t a) { return x[off + a * inner]; },
+                      [&](int64_t a, T v) { y[off + a * inner] = v; });
   }
 }
 
-/// Gradient of softmax given its output y: dx = y * (dy - sum_axis(dy * y))
-/// ([outer, axisLen, inner] view). dx may alias dy.
+/// Gradient of softmax given its output y ([outer, axisLen, inner] view). dx may
+/// alias dy.
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
                  int64_t inner) {
-  const int64_t lines = outer * inner;
-  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
-  for (int64_t t = 0; t < lines; ++t) {
+  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
+  for (int64_t t = 0; t < outer * inner; ++t) {
     const int64_t off = (t / inner) * axisLen * inner + t % inner;
-    double s = 0;
-    for (int64_t a = 0; a < axisLen; ++a)
-      s += static_cast<double>(dy[off + a * inner]) * y[off + a * inner];
-    for (int64_t a = 0; a < axisLen; ++a) {
-      const int64_t k = off + a * inner;
-      dx[k] = static_cast<T>(static_cast<double>(y[k]) * (dy[k] - s));
-    }
+    softmaxGradLine<T>(axisLen, [&](int64_t a) { return y[off + a * inner]; },
+                       [&](int64_t a) { return dy[off + a * inner]; },
+                       [&](int64_t a, T v) { dx[off + a * inner] = v; });
   }
 }
 
-/// Gradient of logSoftmax given its output y: dx = dy - exp(y) *
-/// sum_axis(dy) ([outer, axisLen, inner] view). dx may alias dy.
+/// Gradient of logSoftmax given its output y ([outer, axisLen, inner] view). dx
+/// may alias dy.
 template <typename T>
-void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer,
-                    int64_t axisLen, int64_t inner) {
-  const int64_t lines = outer * inner;
-  ORTC_KERN_PARALLEL_FOR(lines * axisLen)
-  for (int64_t t = 0; t < lines; ++t) {
+void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
+                    int64_t inner) {
+  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
+  for (int64_t t = 0; t < outer * inner; ++t) {
     const int64_t off = (t / inner) * axisLen * inner + t % inner;
-    double s = 0;
-    ORTC_KERN_SIMD_SUM(s)
-    for (int64_t a = 0; a < axisLen; ++a)
-      s += static_cast<double>(dy[off + a * inner]);
-    ORTC_KERN_SIMD
-    for (int64_t a = 0; a < axisLen; ++a) {
-      const int64_t k = off + a * inner;
-      dx[k] = static_cast<T>(static_cast<double>(dy[k]) -
-                             std::exp(static_cast<double>(y[k])) * s);
-    }
+    logSoftmaxGradLine<T>(axisLen, [&](int64_t a) { return y[off + a * inner]; },
+                          [&](int64_t a) { return dy[off + a * inner]; },
+                          [&](int64_t a, T v) { dx[off + a * inner] = v; });
   }
 }
 

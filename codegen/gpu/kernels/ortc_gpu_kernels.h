@@ -1007,29 +1007,49 @@ void reduceProdGrad(const T *x, const T *dy, T *dx, int64_t rows, int64_t n, ort
 // Softmax family: one block per line of the [outer, axisLen, inner] view
 //===----------------------------------------------------------------------===//
 
+// The line functions compute one line (row) of n elements with the whole block:
+// `load(j)` gives element j of an operand (called once per pass, so it must be
+// pure), `store(j, y)` receives element j of the result, after every load of the
+// line and by the thread that last loaded element j. The library kernels call them
+// with strided loads and stores; a rows kernel (ortc.fused "rows") with its prologue
+// and epilogue inlined, so its fused softmax gives the library's bits.
+template <typename T, typename Load, typename Store>
+__device__ inline void softmaxLineImpl(int64_t n, bool logMode, Load load, Store store) {
+  T mx = -ortc_inf<T>();
+  for (int64_t a = threadIdx.x; a < n; a += blockDim.x)
+    mx = ortc_max(mx, load(a));
+  mx = blockReduce(mx, MaxOp(), -ortc_inf<T>());
+  double sum = 0;
+  for (int64_t a = threadIdx.x; a < n; a += blockDim.x)
+    sum += logMode ? exp(static_cast<double>(load(a)) - static_cast<double>(mx))
+                   : static_cast<double>(static_cast<T>(exp(load(a) - mx)));
+  sum = blockReduce(sum, SumOp(), 0.0);
+  if (logMode) {
+    const double lse = static_cast<double>(mx) + log(sum);
+    for (int64_t a = threadIdx.x; a < n; a += blockDim.x)
+      store(a, static_cast<T>(static_cast<double>(load(a)) - lse));
+  } else {
+    const double inv = 1.0 / sum;
+    for (int64_t a = threadIdx.x; a < n; a += blockDim.x)
+      store(a, static_cast<T>(static_cast<double>(static_cast<T>(exp(load(a) - mx))) * inv));
+  }
+}
+template <typename T, typename Load, typename Store>
+__device__ inline void softmaxLine(int64_t n, Load load, Store store) {
+  softmaxLineImpl<T>(n, false, load, store);
+}
+template <typename T, typename Load, typename Store>
+__device__ inline void logSoftmaxLine(int64_t n, Load load, Store store) {
+  softmaxLineImpl<T>(n, true, load, store);
+}
+
 template <typename T>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxKernel(const T *x, T *y, int64_t axisLen, int64_t inner, bool logMode) {
   const int64_t t = blockIdx.x, o = t / inner, i = t % inner;
   const T *xs = x + o * axisLen * inner + i;
   T *ys = y + o * axisLen * inner + i;
-  T mx = -ortc_inf<T>();
-  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
-    mx = ortc_max(mx, xs[a * inner]);
-  mx = blockReduce(mx, MaxOp(), -ortc_inf<T>());
-  double sum = 0;
-  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
-    sum += logMode ? exp(static_cast<double>(xs[a * inner]) - static_cast<double>(mx))
-                   : static_cast<double>(static_cast<T>(exp(xs[a * inner] - mx)));
-  sum = blockReduce(sum, SumOp(), 0.0);
-  if (logMode) {
-    const double lse = static_cast<double>(mx) + log(sum);
-    for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
-      ys[a * inner] = static_cast<T>(static_cast<double>(xs[a * inner]) - lse);
-  } else {
-    const double inv = 1.0 / sum;
-    for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
-      ys[a * inner] = static_cast<T>(static_cast<double>(static_cast<T>(exp(xs[a * inner] - mx))) * inv);
-  }
+  softmaxLineImpl<T>(axisLen, logMode, [&](int64_t a) { return xs[a * inner]; },
+                     [&](int64_t a, T v) { ys[a * inner] = v; });
 }
 template <typename T> void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {
   if (outer * inner <= 0) // one block per line: none to launch (gridFor gives at least 1)
@@ -1042,19 +1062,35 @@ template <typename T> void logSoftmax(const T *x, T *y, int64_t outer, int64_t a
   softmaxKernel<<<gridFor(outer * inner, 1), kBlock, 0, s>>>(x, y, axisLen, inner, true);
 }
 
+template <typename T, typename LoadY, typename LoadDy, typename Store>
+__device__ inline void softmaxGradLineImpl(int64_t n, bool logMode, LoadY loadY, LoadDy loadDy,
+                                           Store store) {
+  double s = 0;
+  for (int64_t a = threadIdx.x; a < n; a += blockDim.x)
+    s += logMode ? static_cast<double>(loadDy(a))
+                 : static_cast<double>(loadDy(a)) * loadY(a);
+  s = blockReduce(s, SumOp(), 0.0);
+  for (int64_t a = threadIdx.x; a < n; a += blockDim.x) {
+    const T y = loadY(a), dy = loadDy(a);
+    store(a, logMode ? static_cast<T>(static_cast<double>(dy) - exp(static_cast<double>(y)) * s)
+                     : static_cast<T>(static_cast<double>(y) * (dy - s)));
+  }
+}
+template <typename T, typename LoadY, typename LoadDy, typename Store>
+__device__ inline void softmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store store) {
+  softmaxGradLineImpl<T>(n, false, loadY, loadDy, store);
+}
+template <typename T, typename LoadY, typename LoadDy, typename Store>
+__device__ inline void logSoftmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store store) {
+  softmaxGradLineImpl<T>(n, true, loadY, loadDy, store);
+}
+
 template <typename T>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t axisLen, int64_t inner, bool logMode) {
-  const int64_t t = blockIdx.x, off = (t / inner) * axisLen * inner + t % inner;
-  double s = 0;
-  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x)
-    s += logMode ? static_cast<double>(dy[off + a * inner])
-                 : static_cast<double>(dy[off + a * inner]) * y[off + a * inner];
-  s = blockReduce(s, SumOp(), 0.0);
-  for (int64_t a = threadIdx.x; a < axisLen; a += blockDim.x) {
-    const int64_t k = off + a * inner;
-    dx[k] = logMode ? static_cast<T>(static_cast<double>(dy[k]) - exp(static_cast<double>(y[k])) * s)
-                    : static_cast<T>(static_cast<double>(y[k]) * (dy[k] - s));
-  }
+  const int64_t off = (blockIdx.x / inner) * axisLen * inner + blockIdx.x % inner;
+  softmaxGradLineImpl<T>(axisLen, logMode, [&](int64_t a) { return y[off + a * inner]; },
+                         [&](int64_t a) { return dy[off + a * inner]; },
+                         [&](int64_t a, T v) { dx[off + a * inner] = v; });
 }
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen, int64_t inner, ortcStream_t s) {

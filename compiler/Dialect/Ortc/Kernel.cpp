@@ -2,7 +2,9 @@
 //
 // ortc.fused is the unit codegen prints as one kernel. Its verifier holds what the
 // printers and the memory plan rely on: block arguments mirror the operands, the
-// yield mirrors the results, and a pointwise kernel yields values of one shape.
+// yield mirrors the results, and a pointwise or rows kernel yields values of one
+// shape (a rows kernel: one row op, e.g. a softmax along the last axis, with the
+// pointwise ops that compute its operands and consume its result).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
@@ -63,9 +65,26 @@ LogicalResult FusedOp::verify() {
     }
     return success();
   }
-  if (getKind() != "pointwise")
+  if (getKind() != "pointwise" && getKind() != "rows")
     return emitOpError("unknown kind '") << getKind() << "'";
   ArrayRef<int64_t> shape = getIterationShape();
+  if (getKind() == "rows") {
+    int rows = 0;
+    for (Operation &op : block.without_terminator()) {
+      auto f = dyn_cast<FusionOpInterface>(op);
+      FusionRole role = f ? f.getFusionRole() : FusionRole::Opaque;
+      if (role == FusionRole::Row)
+        ++rows;
+      else if (role != FusionRole::Pointwise && role != FusionRole::IndexMap &&
+               !isa<ConstantOp>(op))
+        return emitOpError("a rows kernel holds one row op and pointwise ops");
+      if (!isa<ConstantOp>(op) && (op.getNumResults() != 1 ||
+          cast<RankedTensorType>(op.getResult(0).getType()).getShape() != shape))
+        return emitOpError("the ops of a rows kernel compute values of one shape");
+    }
+    if (rows != 1)
+      return emitOpError("a rows kernel holds exactly one row op, not ") << rows;
+  }
   std::optional<ArrayRef<int64_t>> sumAxes;
   for (Operation &op : block.without_terminator())
     if (auto r = dyn_cast<ReduceSumOp>(op)) {

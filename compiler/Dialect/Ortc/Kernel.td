@@ -18,6 +18,11 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     operands only read through `ortc.broadcast_to`, at the broadcast index. It may
     also yield sums over the leading dims of values it computes (`ortc.reduce_sum`
     in the body), accumulated as the loop goes.
+    "rows" holds one row op (FusionRole::Row: a softmax along the last axis) with
+    the pointwise ops that compute its operands (prologue) and read its result
+    (epilogue), all of one shape: codegen runs the rows in parallel, each through
+    the kernel library's line function of the op, and the prologue's and
+    epilogue's values never leave the row.
     "multi_tensor" holds several ops of one kind (FusionRole::MultiTensor: the
     optimizer's updates) over different tensors with the same scalar operands and
     attributes, and runs their elements as one index space. The location fuses the

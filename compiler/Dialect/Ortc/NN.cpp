@@ -402,6 +402,17 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 int64_t SoftmaxOp::getRecomputeFlops() { return 5 * resultElements(*this); }
 int64_t LogSoftmaxOp::getRecomputeFlops() { return 5 * resultElements(*this); }
 
+// Along the last axis each row of the result depends on that row of the operands only:
+// a row kernel computes it with its pointwise producers and consumers (FormKernels).
+static FusionRole rowRole(Operation *op, int64_t axis) {
+  int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+  return rank >= 1 && (axis == rank - 1 || axis == -1) ? FusionRole::Row : FusionRole::Opaque;
+}
+FusionRole SoftmaxOp::getFusionRole() { return rowRole(*this, getAxis()); }
+FusionRole LogSoftmaxOp::getFusionRole() { return rowRole(*this, getAxis()); }
+FusionRole SoftmaxGradOp::getFusionRole() { return rowRole(*this, getAxis()); }
+FusionRole LogSoftmaxGradOp::getFusionRole() { return rowRole(*this, getAxis()); }
+
 LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());

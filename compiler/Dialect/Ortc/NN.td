@@ -168,7 +168,8 @@ def Ortc_LayerNormGradOp : Ortc_Op<"layer_norm_grad", [Pure]> {
 }
 
 class Ortc_SoftmaxLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
-    SameOperandsAndResultType, Ortc_PrecisionOpInterface, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
+    SameOperandsAndResultType, Ortc_PrecisionOpInterface,
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>, DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
   let arguments = (ins Ortc_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Ortc_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
@@ -177,7 +178,8 @@ def Ortc_SoftmaxOp : Ortc_SoftmaxLikeOp<"softmax">;
 def Ortc_LogSoftmaxOp : Ortc_SoftmaxLikeOp<"log_softmax">;
 
 class Ortc_SoftmaxGradLikeOp<string mnemonic> : Ortc_Op<mnemonic, [Pure,
-    SameOperandsAndResultType, Ortc_PrecisionOpInterface]> {
+    SameOperandsAndResultType, Ortc_PrecisionOpInterface,
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]> {
   let summary = "dx given the forward output y and dy";
   let arguments = (ins Ortc_FloatTensor:$y, Ortc_FloatTensor:$dy, I64Attr:$axis);
   let results = (outs Ortc_FloatTensor:$result);

@@ -29,6 +29,14 @@ enum class FusionRole {
   /// one op of many alike over different tensors with shared scalars (optimizer
   /// updates): one kernel runs them all over their elements as one index space
   MultiTensor,
+  /// a reduction along the last axis that maps each row of its operands to a row of
+  /// its result (the softmax family): the kernel runs row by row, computing an
+  /// operand's row from the pointwise ops before it (prologue) and passing each
+  /// result element to the pointwise ops after it (epilogue)
+  Row,
+  /// a kernel of its own, as for an op without the interface (a softmax along an
+  /// axis that is not the last)
+  Opaque,
 };
 
 /// How an op takes part in 16-bit training (PrecisionOpInterface).
