@@ -204,3 +204,72 @@ func.func @recompute_sibling_other_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf
   %dp = ortc.dropout_grad %dpd, %seed {key = 8 : i64, ratio = 1.000000e-01 : f64, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<i64>
   return %dw, %dp : tensor<16x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// A softmax along the last axis joins the pointwise ops of its shape around it: the
+// scale and the mask read through its broadcast compute its operand (prologue), the
+// dropout reads its result (epilogue); one "rows" kernel yields the probabilities (the
+// backward's) and the dropped-out ones.
+// CHECK-LABEL: func.func @rows
+// CHECK: %[[K:.*]]:2 = ortc.fused "rows"(%arg0, %arg1, %arg2) : (tensor<2x4x8xf32>, tensor<4x8xi1>, tensor<i64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK: ortc.div
+// CHECK: ortc.broadcast_to
+// CHECK: ortc.select
+// CHECK-NEXT: %[[P:.*]] = ortc.softmax
+// CHECK-NEXT: %[[D:.*]] = ortc.dropout %[[P]]
+// CHECK-NEXT: ortc.yield %[[P]], %[[D]]
+// CHECK: return %[[K]]#0, %[[K]]#1
+func.func @rows(%s: tensor<2x4x8xf32>, %mask: tensor<4x8xi1>, %seed: tensor<i64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %c = ortc.constant dense<8.0> : tensor<2x4x8xf32>
+  %d = ortc.div %s, %c : tensor<2x4x8xf32>
+  %mb = ortc.broadcast_to %mask : tensor<4x8xi1> -> tensor<2x4x8xi1>
+  %inf = ortc.constant dense<0xFF800000> : tensor<2x4x8xf32>
+  %x = ortc.select %mb, %inf, %d : tensor<2x4x8xi1>, tensor<2x4x8xf32>
+  %p = ortc.softmax %x {axis = 2 : i64} : tensor<2x4x8xf32>
+  %q = ortc.dropout %p, %seed {key = 1 : i64, ratio = 0.1 : f64} : tensor<2x4x8xf32>, tensor<i64>
+  return %p, %q : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// The gradient: the dropout's gradient computes dy, the scale's gradient reads dx.
+// CHECK-LABEL: func.func @rows_grad
+// CHECK: %[[K:.*]] = ortc.fused "rows"
+// CHECK: ortc.dropout_grad
+// CHECK-NEXT: ortc.softmax_grad
+// CHECK-NEXT: ortc.constant
+// CHECK-NEXT: ortc.div
+// CHECK-NEXT: ortc.yield
+func.func @rows_grad(%y: tensor<2x4x8xf32>, %dq: tensor<2x4x8xf32>, %seed: tensor<i64>) -> tensor<2x4x8xf32> {
+  %dp = ortc.dropout_grad %dq, %seed {key = 1 : i64, ratio = 0.1 : f64} : tensor<2x4x8xf32>, tensor<i64>
+  %dx = ortc.softmax_grad %y, %dp {axis = 2 : i64} : tensor<2x4x8xf32>
+  %c = ortc.constant dense<8.0> : tensor<2x4x8xf32>
+  %ds = ortc.div %dx, %c : tensor<2x4x8xf32>
+  return %ds : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Not a row op: a softmax along another axis than the last forms no kernel with its
+// producer; of two softmaxes in a chain only the first gets the exp between them (one
+// row op per kernel); a sum over the leading dims does not join a row op.
+// CHECK-LABEL: func.func @not_rows
+// CHECK: %[[E:.*]] = ortc.exp %arg0
+// CHECK-NEXT: %[[A:.*]] = ortc.softmax %[[E]] {axis = 1 : i64}
+// CHECK-NEXT: %[[K1:.*]] = ortc.fused "rows"(%[[A]])
+// CHECK: ortc.log_softmax
+// CHECK-NEXT: ortc.exp
+// CHECK-NEXT: ortc.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[S:.*]] = ortc.softmax %[[K1]] {axis = 2 : i64}
+// CHECK-NEXT: ortc.reduce_sum %[[S]] {axes = array<i64: 0>}
+func.func @not_rows(%x: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<1x4x8xf32>) {
+  %e = ortc.exp %x : tensor<2x4x8xf32>
+  %a = ortc.softmax %e {axis = 1 : i64} : tensor<2x4x8xf32>
+  %l = ortc.log_softmax %a {axis = 2 : i64} : tensor<2x4x8xf32>
+  %p = ortc.exp %l : tensor<2x4x8xf32>
+  %s = ortc.softmax %p {axis = 2 : i64} : tensor<2x4x8xf32>
+  %r = ortc.reduce_sum %s {axes = array<i64: 0>} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+  return %s, %r : tensor<2x4x8xf32>, tensor<1x4x8xf32>
+}
