@@ -514,7 +514,8 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
                                                              const std::string &indent,
                                                              std::ostream &os, int64_t &numOps,
                                                              ArrayRef<std::pair<Value, std::string>> given,
-                                                             DenseMap<Value, std::string> *exprs) {
+                                                             DenseMap<Value, std::string> *exprs,
+                                                             const SmallPtrSetImpl<Operation *> *only) {
   Block &block = op.getBody().front();
   DenseMap<Value, std::string> local;
   DenseMap<Value, std::string> &expr = exprs ? *exprs : local;
@@ -528,7 +529,7 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   bool rows = op.getKind() == "rows";
   for (Operation &inner : block.without_terminator()) {
     Value r = inner.getResult(0);
-    if (expr.count(r))
+    if (expr.count(r) || (only && !only->count(&inner)))
       continue;
     if (auto lit = splatLiteral(r)) {
       expr[r] = *lit;
@@ -558,6 +559,16 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
   return yielded;
 }
 
+/// The ops of a kernel body that `v` depends on, not looking past `stop`.
+static SmallPtrSet<Operation *, 16> dependencies(Value v, Operation *stop) {
+  SmallPtrSet<Operation *, 16> slice;
+  SmallVector<Value> work{v};
+  while (!work.empty())
+    if (Operation *p = work.pop_back_val().getDefiningOp(); p && slice.insert(p).second && p != stop)
+      llvm::append_range(work, p->getOperands());
+  return slice;
+}
+
 Operation *KernelPrinter::rowOp(FusedOp op) {
   for (Operation &inner : op.getBody().front().without_terminator())
     if (auto f = dyn_cast<FusionOpInterface>(inner); f && f.getFusionRole() == FusionRole::Row)
@@ -576,9 +587,10 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
   // One loader per operand of the row op: the prologue's statements for element j.
   std::string call;
   for (auto [k, v] : llvm::enumerate(row->getOperands())) {
+    SmallPtrSet<Operation *, 16> slice = dependencies(v, row);
     std::ostringstream stmts;
     DenseMap<Value, std::string> exprs;
-    pointwiseStatements(op, read, in, stmts, numOps, {}, &exprs);
+    pointwiseStatements(op, read, in, stmts, numOps, {}, &exprs, &slice);
     ops += numOps;
     os << indent << "auto load" << k << " = [&](int64_t j) -> " << T << " {\n"
        << stmts.str() << in << "return " << exprs.lookup(v) << ";\n" << indent << "};\n";
@@ -586,9 +598,12 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
   }
   // The store: the epilogue's statements with the row op's element given, and every
   // yielded value written at its element.
+  SmallPtrSet<Operation *, 16> slice;
+  for (Value y : op.getYielded())
+    slice.insert_range(dependencies(y, row));
   std::ostringstream stmts;
   SmallVector<std::string> ys =
-      pointwiseStatements(op, read, in, stmts, numOps, {{result, "r"}});
+      pointwiseStatements(op, read, in, stmts, numOps, {{result, "r"}}, nullptr, &slice);
   ops += numOps;
   os << indent << "auto store = [&](int64_t j, " << T << " r) {\n" << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))

@@ -161,12 +161,13 @@ protected:
   /// (a work estimate).
   /// In a rows kernel, `given` names values by expression (the row op's element) and
   /// the ops that are not computable without a value not given are left out; `exprs`
-  /// receives every value's expression.
+  /// receives every value's expression; with `only`, other ops are not printed.
   llvm::SmallVector<std::string> pointwiseStatements(
       FusedOp op, llvm::function_ref<std::string(unsigned)> read, const std::string &indent,
       std::ostream &os, int64_t &numOps,
       llvm::ArrayRef<std::pair<mlir::Value, std::string>> given = {},
-      llvm::DenseMap<mlir::Value, std::string> *exprs = nullptr);
+      llvm::DenseMap<mlir::Value, std::string> *exprs = nullptr,
+      const llvm::SmallPtrSetImpl<mlir::Operation *> *only = nullptr);
   /// Prints, for row `o` of the nest's outer dims, `const T *row<k> = in<k> + offset`
   /// per input (plus `column` where it varies along the last dim), from the
   /// coordinates c<d> of `o` that some input needs.

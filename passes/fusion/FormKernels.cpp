@@ -1,6 +1,8 @@
 //===- FormKernels.cpp - Partition step functions into ortc.fused kernels -===//
 //
 // Algorithm (per function, over its one block):
+//  0. A cheap pointwise op read only through broadcasts moves into them
+//     (sinkIntoBroadcasts): its readers recompute it per element.
 //  1. Walk the ops in order. A pointwise op (FusionOpInterface) starts a group of
 //     its own, then merges with the group of every pointwise producer of the same
 //     iteration shape, when legal: the merged kernel runs where its last op stands,
@@ -89,6 +91,7 @@ bool readThroughMap(Value v) {
 struct KernelFormer {
   void formKernels(func::FuncOp fn) {
     Block &body = fn.getBody().front();
+    sinkIntoBroadcasts(body);
     DenseMap<Operation *, unsigned> pos;
     for (auto [i, op] : llvm::enumerate(body.getOperations()))
       pos[&op] = i;
@@ -231,6 +234,59 @@ struct KernelFormer {
     for (auto &ms : multi)
       if (ms.size() >= 2)
         buildKernel(ms, "multi_tensor");
+  }
+
+  /// Step 0: a cheap pointwise op (isCheapToRecompute: a comparison) whose value is
+  /// only read through broadcasts is computed where it is read: each broadcast of its
+  /// result becomes the op over broadcasts of its operands (splats widened), so the
+  /// kernels reading the broadcast compute it per element and it launches no kernel of
+  /// its own (the attention mask `mask == 0` of every layer). Each reader of a
+  /// broadcast gets its own copy, placed before it with its stage.
+  void sinkIntoBroadcasts(Block &body) {
+    SmallVector<Operation *> cheap;
+    for (Operation &opRef : body.without_terminator()) {
+      Operation *op = &opRef;
+      auto f = dyn_cast<FusionOpInterface>(op);
+      if (!isPointwise(op) || !f.isCheapToRecompute() || op->use_empty() ||
+          !llvm::all_of(op->getUsers(), [](Operation *u) { return isa<BroadcastToOp>(u); }))
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
+      if (llvm::all_of(op->getOperands(),
+                       [&](Value v) { return isSplatConstant(v) || shapeOf(v) == shape; }))
+        cheap.push_back(op);
+    }
+    for (Operation *op : cheap) {
+      for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+        auto bc = cast<BroadcastToOp>(user);
+        ArrayRef<int64_t> target = shapeOf(bc.getResult());
+        // One copy per reader: each kernel computes its own (none yields it to another).
+        for (OpOperand &use : llvm::make_early_inc_range(bc.getResult().getUses())) {
+          OpBuilder b(use.getOwner());
+          StringRef stage = stageOf(use.getOwner());
+          IRMapping map;
+          for (Value v : op->getOperands()) {
+            auto type = cast<RankedTensorType>(v.getType()).clone(target);
+            Operation *wide;
+            if (isSplatConstant(v))
+              wide = ConstantOp::create(
+                  b, v.getLoc(),
+                  cast<DenseElementsAttr>(v.getDefiningOp<ConstantOp>().getValue()).resizeSplat(type));
+            else
+              wide = BroadcastToOp::create(b, bc.getLoc(), type, v);
+            if (!stage.empty())
+              setStage(wide, stage);
+            map.map(v, wide->getResult(0));
+          }
+          Operation *clone = b.clone(*op, map);
+          clone->getResult(0).setType(bc.getType());
+          if (!stage.empty())
+            setStage(clone, stage);
+          use.set(clone->getResult(0));
+        }
+        bc.erase();
+      }
+      op->erase();
+    }
   }
 
   /// Step 1c: a group of recompute clones only (placed before its first backward reader)

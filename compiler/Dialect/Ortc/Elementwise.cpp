@@ -12,6 +12,14 @@ using namespace mlir;
 
 namespace ortc {
 
+// A comparison is one instruction per element: a kernel reading it through a broadcast
+// recomputes it from its broadcast operands (an attention mask from a buffer) instead
+// of launching a kernel of its own (FormKernels).
+bool EqualOp::isCheapToRecompute() { return true; }
+bool LessOp::isCheapToRecompute() { return true; }
+bool GreaterOp::isCheapToRecompute() { return true; }
+bool AndOp::isCheapToRecompute() { return true; }
+
 namespace {
 bool isFloat(Value v) {
   return isa<FloatType>(tensorTypeOf(v).getElementType());

@@ -107,7 +107,9 @@ def Ortc_ModOp : Ortc_Op<"mod", [Pure, Elementwise, SameOperandsAndResultType,
 
 class Ortc_CompareOp<string mnemonic>
     : Ortc_Op<mnemonic, [Pure, Elementwise, SameTypeOperands,
-        SameOperandsAndResultShape, Ortc_FusionOpInterface, Ortc_RecomputeOpInterface]> {
+        SameOperandsAndResultShape,
+        DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["isCheapToRecompute"]>,
+        Ortc_RecomputeOpInterface]> {
   let arguments = (ins Ortc_Tensor:$lhs, Ortc_Tensor:$rhs);
   let results = (outs Ortc_BoolTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)";

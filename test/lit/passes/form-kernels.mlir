@@ -273,3 +273,33 @@ func.func @not_rows(%x: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<1x4x8xf
   %r = ortc.reduce_sum %s {axes = array<i64: 0>} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
   return %s, %r : tensor<2x4x8xf32>, tensor<1x4x8xf32>
 }
+
+// -----
+
+// A comparison read only through broadcasts is computed in each kernel that reads it
+// (from the broadcast buffer and a widened splat), not launched on its own: each of the
+// two kernels gets its own copy. One with another reader stays where it is.
+// CHECK-LABEL: func.func @cheap_into_broadcasts
+// CHECK-NOT: ortc.equal %arg0
+// CHECK: ortc.fused "pointwise"(%arg0, %arg1)
+// CHECK: ortc.broadcast_to %{{.*}} : tensor<4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: ortc.constant dense<0.000000e+00> : tensor<2x4x8xf32>
+// CHECK-NEXT: ortc.equal
+// CHECK: ortc.select
+// CHECK: ortc.fused "pointwise"(%arg0, %arg2)
+// CHECK: ortc.equal
+// CHECK: %[[KEPT:.*]] = ortc.less %arg0
+// CHECK: return {{.*}}, %[[KEPT]]
+func.func @cheap_into_broadcasts(%m: tensor<4x8xf32>, %x: tensor<2x4x8xf32>, %y: tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) {
+  %zero = ortc.constant dense<0.0> : tensor<4x8xf32>
+  %e = ortc.equal %m, %zero : tensor<4x8xf32> -> tensor<4x8xi1>
+  %eb = ortc.broadcast_to %e : tensor<4x8xi1> -> tensor<2x4x8xi1>
+  %z = ortc.constant dense<0.0> : tensor<2x4x8xf32>
+  %a = ortc.select %eb, %z, %x : tensor<2x4x8xi1>, tensor<2x4x8xf32>
+  %b = ortc.select %eb, %z, %y : tensor<2x4x8xi1>, tensor<2x4x8xf32>
+  %l = ortc.less %m, %zero : tensor<4x8xf32> -> tensor<4x8xi1>
+  %lb = ortc.broadcast_to %l : tensor<4x8xi1> -> tensor<2x4x8xi1>
+  %c = ortc.select %lb, %z, %x : tensor<2x4x8xi1>, tensor<2x4x8xf32>
+  return %a, %b, %l : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>
+}
