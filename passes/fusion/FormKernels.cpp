@@ -241,7 +241,7 @@ struct KernelFormer {
   /// result becomes the op over broadcasts of its operands (splats widened), so the
   /// kernels reading the broadcast compute it per element and it launches no kernel of
   /// its own (the attention mask `mask == 0` of every layer). Each reader of a
-  /// broadcast gets its own copy, placed before it with its stage.
+  /// broadcast gets its own copy, placed before it with the broadcast's stage.
   void sinkIntoBroadcasts(Block &body) {
     SmallVector<Operation *> cheap;
     for (Operation &opRef : body.without_terminator()) {
@@ -262,7 +262,6 @@ struct KernelFormer {
         // One copy per reader: each kernel computes its own (none yields it to another).
         for (OpOperand &use : llvm::make_early_inc_range(bc.getResult().getUses())) {
           OpBuilder b(use.getOwner());
-          StringRef stage = stageOf(use.getOwner());
           IRMapping map;
           for (Value v : op->getOperands()) {
             auto type = cast<RankedTensorType>(v.getType()).clone(target);
@@ -273,14 +272,13 @@ struct KernelFormer {
                   cast<DenseElementsAttr>(v.getDefiningOp<ConstantOp>().getValue()).resizeSplat(type));
             else
               wide = BroadcastToOp::create(b, bc.getLoc(), type, v);
-            if (!stage.empty())
-              setStage(wide, stage);
+            wide->setDiscardableAttrs(bc->getDiscardableAttrDictionary());
             map.map(v, wide->getResult(0));
           }
+          // The broadcast's stage and recompute marks: the copy runs where it ran.
           Operation *clone = b.clone(*op, map);
           clone->getResult(0).setType(bc.getType());
-          if (!stage.empty())
-            setStage(clone, stage);
+          clone->setDiscardableAttrs(bc->getDiscardableAttrDictionary());
           use.set(clone->getResult(0));
         }
         bc.erase();
