@@ -248,7 +248,7 @@ def table_lines(manifest, results, short=False):
         if e["file"] in unstable and short:
             # The same text whichever way the coin falls, so the README check holds on any CPU.
             by[(e["model"], e["exporter"])] = ("≈ float32 chaos: the oracle cannot judge it "
-                                               "(PyTorch float32 is as unstable; test/zoo/xfail.txt)")
+                                               "(a float32 run flips with rounding; test/zoo/xfail.txt)")
         elif not bad:
             by[(e["model"], e["exporter"])] = "✓"
         else:

@@ -31,6 +31,11 @@
 //    scatter-adds of gradients (pooling, col2im, gatherGrad, scatterElements'
 //    add), whose element counts are small. An Accum argument (--accum-dtype) makes
 //    GEMMs, convolutions and reduce's sums add in emulated 16-bit instead.
+//  * Row ops (the softmax family) are written once as line functions
+//    (softmaxLine, ...) over one row, reading through a load functor and
+//    writing through a store functor: the library kernels call them with
+//    plain loads, a generated rows kernel (ortc.fused "rows") with its fused
+//    prologue and epilogue, so both give the same bits.
 //  * The code compiles and is correct with and without -fopenmp. Threads are
 //    OpenMP's only: oneDNN (built on the same libgomp) runs inside that pool,
 //    single-threaded when called from inside a parallel region.
