@@ -615,7 +615,7 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
                          .Case([](SoftmaxGradOp) { return "softmaxGradLine"; })
                          .Case([](LogSoftmaxGradOp) { return "logSoftmaxGradLine"; });
   os << indent << lib << name << "<" << T << ">(" << n << call << ", store);\n";
-  return ops + 5;
+  return ops + 5; // the line function's own passes: max, exp, sum, scale (softmaxLine)
 }
 
 /// The ONNX node an op came from (its NameLoc), else its printed location.

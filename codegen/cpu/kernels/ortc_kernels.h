@@ -2291,16 +2291,25 @@ template <typename T> T *lineScratch(int64_t n) {
 // plain loads and stores; a rows kernel (ortc.fused "rows") with its prologue and
 // epilogue inlined, so its fused softmax gives the library's bits.
 
+namespace detail {
+/// Loads a line into the per-thread buffer; returns it and sets `mx` to its maximum.
+template <typename T, typename Load> T *loadLineWithMax(int64_t n, Load load, T &mx) {
+  T *x = lineScratch<T>(n);
+  ORTC_KERN_SIMD
+  for (int64_t a = 0; a < n; ++a)
+    x[a] = load(a);
+  mx = -std::numeric_limits<T>::infinity();
+  for (int64_t a = 0; a < n; ++a)
+    mx = std::max(mx, x[a]);
+  return x;
+}
+} // namespace detail
+
 /// y = exp(x - max) / sum(exp(x - max)) (max subtracted for stability).
 template <typename T, typename Load, typename Store>
 inline void softmaxLine(int64_t n, Load load, Store store) {
-  T *e = detail::lineScratch<T>(n);
-  ORTC_KERN_SIMD
-  for (int64_t a = 0; a < n; ++a)
-    e[a] = load(a);
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t a = 0; a < n; ++a)
-    mx = std::max(mx, e[a]);
+  T mx;
+  T *e = detail::loadLineWithMax<T>(n, load, mx);
   double s = 0;
   ORTC_KERN_SIMD_SUM(s)
   for (int64_t a = 0; a < n; ++a) {
@@ -2316,13 +2325,8 @@ inline void softmaxLine(int64_t n, Load load, Store store) {
 /// y = x - max - log(sum(exp(x - max))).
 template <typename T, typename Load, typename Store>
 inline void logSoftmaxLine(int64_t n, Load load, Store store) {
-  T *x = detail::lineScratch<T>(n);
-  ORTC_KERN_SIMD
-  for (int64_t a = 0; a < n; ++a)
-    x[a] = load(a);
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t a = 0; a < n; ++a)
-    mx = std::max(mx, x[a]);
+  T mx;
+  const T *x = detail::loadLineWithMax<T>(n, load, mx);
   double s = 0;
   ORTC_KERN_SIMD_SUM(s)
   for (int64_t a = 0; a < n; ++a)
