@@ -509,13 +509,10 @@ void KernelPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std
   }
 }
 
-SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
-                                                             function_ref<std::string(unsigned)> read,
-                                                             const std::string &indent,
-                                                             std::ostream &os, int64_t &numOps,
-                                                             ArrayRef<std::pair<Value, std::string>> given,
-                                                             DenseMap<Value, std::string> *exprs,
-                                                             const SmallPtrSetImpl<Operation *> *only) {
+SmallVector<std::string> KernelPrinter::pointwiseStatements(
+    FusedOp op, function_ref<std::string(unsigned)> read, const std::string &indent,
+    std::ostream &os, int64_t &numOps, ArrayRef<std::pair<Value, std::string>> given,
+    DenseMap<Value, std::string> *exprs, const SmallPtrSetImpl<Operation *> *only) {
   Block &block = op.getBody().front();
   DenseMap<Value, std::string> local;
   DenseMap<Value, std::string> &expr = exprs ? *exprs : local;
@@ -563,9 +560,11 @@ SmallVector<std::string> KernelPrinter::pointwiseStatements(FusedOp op,
 static SmallPtrSet<Operation *, 16> dependencies(Value v, Operation *stop) {
   SmallPtrSet<Operation *, 16> slice;
   SmallVector<Value> work{v};
-  while (!work.empty())
-    if (Operation *p = work.pop_back_val().getDefiningOp(); p && slice.insert(p).second && p != stop)
+  while (!work.empty()) {
+    Operation *p = work.pop_back_val().getDefiningOp();
+    if (p && slice.insert(p).second && p != stop)
       llvm::append_range(work, p->getOperands());
+  }
   return slice;
 }
 

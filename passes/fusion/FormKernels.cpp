@@ -266,12 +266,12 @@ struct KernelFormer {
           for (Value v : op->getOperands()) {
             auto type = cast<RankedTensorType>(v.getType()).clone(target);
             Operation *wide;
-            if (isSplatConstant(v))
-              wide = ConstantOp::create(
-                  b, v.getLoc(),
-                  cast<DenseElementsAttr>(v.getDefiningOp<ConstantOp>().getValue()).resizeSplat(type));
-            else
+            if (isSplatConstant(v)) {
+              auto splat = cast<DenseElementsAttr>(v.getDefiningOp<ConstantOp>().getValue());
+              wide = ConstantOp::create(b, v.getLoc(), splat.resizeSplat(type));
+            } else {
               wide = BroadcastToOp::create(b, bc.getLoc(), type, v);
+            }
             wide->setDiscardableAttrs(bc->getDiscardableAttrDictionary());
             map.map(v, wide->getResult(0));
           }
