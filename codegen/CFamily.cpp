@@ -606,7 +606,10 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
   ops += numOps;
   os << indent << "auto store = [&](int64_t j, " << T << " r) {\n" << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
-    os << in << "out" << k << "[o * " << n << " + j] = " << y << ";\n";
+    os << in
+       << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(n) + " + j]",
+                       typeOf(op.getResult(k)).getElementType(), y)
+       << "\n";
   os << indent << "};\n";
   std::string name = llvm::TypeSwitch<Operation *, std::string>(row)
                          .Case([](SoftmaxOp) { return "softmaxLine"; })

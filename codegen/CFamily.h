@@ -192,6 +192,13 @@ protected:
   /// result where they differ, declares `ts`, the kernel library's UpdateTensor list
   /// of every update, and calls the library's adamwUpdateMulti / sgdUpdateMulti.
   void multiTensorUpdate(FusedOp op);
+  /// The statement that writes `value` (an element of type `element`) to `dest`, a
+  /// kernel's output element: `dest = value;`. The CPU writes a 16-bit float's bits
+  /// (GCC vectorises no loop that copies a struct).
+  virtual std::string elementStore(const std::string &dest, mlir::Type element,
+                                   const std::string &value) {
+    return dest + " = " + value + ";";
+  }
   /// How a library call receives a scalar that lives in a tensor (lr, step): its value
   /// (the CPU reads it on the host) or its address (GPUs read it on the device).
   virtual std::string runtimeScalar(mlir::Value v) = 0;

@@ -33,6 +33,15 @@ public:
 
 private:
   std::string signature() const override { return "(void *const *ptrs)"; }
+  std::string elementStore(const std::string &dest, Type element,
+                           const std::string &value) override {
+    if (isa<Float16Type, BFloat16Type>(element))
+      return dest + ".bits = (" + value + ").bits;";
+    return dest + " = " + value + ";";
+  }
+  static Type elementOf(FusedOp op, size_t k) {
+    return cast<RankedTensorType>(op.getResult(k).getType()).getElementType();
+  }
   std::string prologue() const override { return "  (void)ptrs;\n"; }
   std::string targetDescription() const override { return "the CPU target"; }
   void emitCopy(const std::string &dest, const std::string &src, int64_t bytes) override {
@@ -93,7 +102,8 @@ private:
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
          << ";\n";
     body << "  ORTC_KERN_PARALLEL_FOR_SIMD(" << n << ")\n";
-    body << "  for (int64_t i = 0; i < " << n << "; ++i)\n    y[i] = " << expr << ";\n";
+    body << "  for (int64_t i = 0; i < " << n << "; ++i)\n    "
+         << elementStore("y[i]", typeOf(out).getElementType(), expr) << "\n";
   }
 
 };
@@ -130,7 +140,8 @@ void CppPrinter::fusedPointwise(FusedOp op) {
          << "  for (int64_t i = 0; i < " << n << "; ++i) {\n"
          << stmts.str();
     for (auto [k, y] : llvm::enumerate(ys))
-      body << "    out" << k << "[i] = " << y << ";\n";
+      body << "    " << elementStore("out" + std::to_string(k) + "[i]", elementOf(op, k), y)
+           << "\n";
     body << "  }\n";
     return;
   }
@@ -147,7 +158,10 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   body << "    ORTC_KERN_SIMD\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n"
        << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
-    body << "      out" << k << "[o * " << inner << " + j] = " << y << ";\n";
+    body << "      "
+         << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(inner) + " + j]",
+                         elementOf(op, k), y)
+         << "\n";
   body << "    }\n  }\n";
 }
 
@@ -216,7 +230,10 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
     if (isSum(op, k))
       body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
     else
-      body << "        out" << k << "[o * " << cols << " + j] = " << y << ";\n";
+      body << "        "
+           << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(cols) + " + j]",
+                           elementOf(op, k), y)
+           << "\n";
   body << "      }\n    }\n  }\n";
   body << "  ORTC_KERN_PARALLEL_FOR(" << blocks * cols * static_cast<int64_t>(sums.size()) << ")\n"
        << "  for (int64_t j = 0; j < " << cols << "; ++j) {\n";

@@ -766,18 +766,35 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
   matmulStrided(A, M * K, B, K * N, C, batch, M, N, K, transA, transB,
                 accumulate, acc);
 }
+#if defined(ORTC_KERN_DNNL)
+namespace dnnl_detail {
+inline bool nativeBf16();
+inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf16Result,
+                       int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB);
+} // namespace dnnl_detail
+#endif
+
 /// matmul of 16-bit operands (ortc_bf16 or ortc_half) into C, the products summed in
 /// float (mixed precision's GEMM): a float C (matmul f32_result), or a C of the operands'
-/// type, each float sum rounded as it is stored (the bits of a float C cast to 16 bits).
-/// oneDNN 2.6 has no 16-bit GEMM for CPUs without AVX-512 BF16 and none for float16, so
-/// both operands are widened (exactly) into per-thread buffers and the float GEMM runs:
-/// the bits of the float GEMM on widened copies, without those copies in the step's
-/// arena. A 16-bit C is computed in blocks of rows through a per-thread float tile of
-/// about kWideTile elements, so no float copy of the whole product exists either.
+/// type, each float sum rounded to nearest even as it is stored.
+/// bfloat16 on a CPU with AVX-512 BF16 (and AMX where it has it): oneDNN's bf16 matmul,
+/// which multiplies the 16-bit values in hardware and sums in float
+/// (dnnl_detail::matmulBf16). Elsewhere (AVX2 CPUs, and float16: oneDNN 2.6 has no
+/// float16 GEMM on CPUs), both operands are widened (exactly) into per-thread buffers
+/// and the float GEMM runs: the bits of the float GEMM on widened copies, without those
+/// copies in the step's arena. A 16-bit C is then computed in blocks of rows through a
+/// per-thread float tile of about kWideTile elements, so no float copy of the whole
+/// product exists either. The two paths differ only in the order of the float sums.
 constexpr int64_t kWideTile = int64_t(1) << 16;
 template <typename S, typename O = float>
 void matmulWide(const S *A, const S *B, O *C, int64_t batch, int64_t M, int64_t N,
                 int64_t K, bool transA, bool transB) {
+#if defined(ORTC_KERN_DNNL)
+  if constexpr (std::is_same<S, ortc_bf16>::value)
+    if (dnnl_detail::matmulBf16(A, B, C, !std::is_same<O, float>::value, batch, M, N, K,
+                                transA, transB))
+      return;
+#endif
   static thread_local std::vector<float> a, b;
   constexpr bool rounded = !std::is_same<O, float>::value;
   const int64_t na = batch * M * K, nb = batch * K * N;
@@ -1994,6 +2011,92 @@ inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
       dnnl_primitive_execute(a.reorder, s, 2, r);
     }
   }
+  dnnl_stream_wait(s);
+  return true;
+}
+
+/// True when oneDNN runs bfloat16 products in hardware on this CPU: AVX-512 BF16
+/// (AMX included). DNNL_MAX_CPU_ISA below that level turns the native path off.
+inline bool nativeBf16() {
+  static const bool native = [] {
+    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const unsigned want = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    return (isa & want) == want;
+  }();
+  return native;
+}
+
+/// A bfloat16 matmul primitive of one geometry: A [batch, M, K] and B [batch, K, N]
+/// (transposes as strides) into a float or bfloat16 C [batch, M, N].
+struct MatmulPlan {
+  bool ok = false;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  ~MatmulPlan() {
+    for (dnnl_memory_t m : {a, b, c})
+      if (m)
+        dnnl_memory_destroy(m);
+    if (prim)
+      dnnl_primitive_destroy(prim);
+  }
+};
+
+inline void makeMatmulPlan(MatmulPlan &plan, bool bf16Result, int64_t batch, int64_t M,
+                           int64_t N, int64_t K, bool transA, bool transB) {
+  if (!engine() || batch <= 0 || M <= 0 || N <= 0 || K <= 0)
+    return;
+  const dnnl_dims_t ad = {batch, M, K}, bd = {batch, K, N}, cd = {batch, M, N};
+  const dnnl_dims_t as = {M * K, transA ? 1 : K, transA ? M : 1};
+  const dnnl_dims_t bs = {K * N, transB ? 1 : N, transB ? K : 1};
+  const dnnl_dims_t cs = {M * N, N, 1};
+  dnnl_memory_desc_t a, b, c;
+  if (dnnl_memory_desc_init_by_strides(&a, 3, ad, dnnl_bf16, as) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b, 3, bd, dnnl_bf16, bs) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&c, 3, cd, bf16Result ? dnnl_bf16 : dnnl_f32, cs) !=
+          dnnl_success)
+    return;
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &desc, nullptr, engine(), nullptr) != dnnl_success)
+    return;
+  // A reference implementation is far slower than widening: refuse it.
+  const char *impl = nullptr;
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  bool ok = impl && !std::strstr(impl, "ref") &&
+            dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
+  dnnl_primitive_desc_destroy(pd);
+  ok = ok && dnnl_memory_create(&plan.a, &a, engine(), DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&plan.b, &b, engine(), DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&plan.c, &c, engine(), DNNL_MEMORY_NONE) == dnnl_success;
+  plan.ok = ok;
+}
+
+/// matmulWide's bfloat16 path (see there): false when this CPU lacks AVX-512 BF16 or
+/// oneDNN has no fast kernel for the geometry (the caller widens instead). Plans are
+/// made at the first call of each geometry and kept for the life of the process.
+inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf16Result,
+                       int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
+                       bool transB) {
+  if (!nativeBf16())
+    return false;
+  const std::vector<int64_t> key = {bf16Result, batch, M, N, K, transA, transB};
+  thread_local std::map<std::vector<int64_t>, std::unique_ptr<MatmulPlan>> plans;
+  std::unique_ptr<MatmulPlan> &plan = plans[key];
+  if (!plan) {
+    plan.reset(new MatmulPlan);
+    makeMatmulPlan(*plan, bf16Result, batch, M, N, K, transA, transB);
+  }
+  dnnl_stream_t s = stream();
+  if (!plan->ok || !s)
+    return false;
+  dnnl_memory_set_data_handle(plan->a, const_cast<ortc_bf16 *>(A));
+  dnnl_memory_set_data_handle(plan->b, const_cast<ortc_bf16 *>(B));
+  dnnl_memory_set_data_handle(plan->c, C);
+  dnnl_exec_arg_t exec[3] = {
+      {DNNL_ARG_SRC, plan->a}, {DNNL_ARG_WEIGHTS, plan->b}, {DNNL_ARG_DST, plan->c}};
+  if (dnnl_primitive_execute(plan->prim, s, 3, exec) != dnnl_success)
+    return false;
   dnnl_stream_wait(s);
   return true;
 }

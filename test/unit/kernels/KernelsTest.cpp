@@ -1726,6 +1726,54 @@ TEST(Matmul, SixteenBitResultIsTheCastFloatResult) {
   expectWideRoundsAsCast<ortc_half>();
 }
 
+#if defined(ORTC_KERN_DNNL)
+// On a CPU with AVX-512 BF16 (AMX included) a bfloat16 GEMM runs as oneDNN's bf16 matmul:
+// the path is taken there (unless DNNL_MAX_CPU_ISA lowers the level), its float sums are
+// within float rounding of the exact sum of the 16-bit products, and its 16-bit result is
+// its float result rounded. Elsewhere the path refuses and matmulWide widens.
+TEST(Matmul, Bf16NativeWhereTheCpuHasIt) {
+  const bool cpuHas = __builtin_cpu_supports("avx512bf16");
+  const bool capped = std::getenv("DNNL_MAX_CPU_ISA") != nullptr;
+  if (!capped)
+    EXPECT_EQ(dnnl_detail::nativeBf16(), cpuHas);
+  if (!dnnl_detail::nativeBf16())
+    GTEST_SKIP() << "no AVX-512 BF16 here: bfloat16 GEMMs widen to float";
+  struct Case { int64_t batch, M, N, K; };
+  for (Case c : {Case{1, 512, 384, 128}, Case{32, 64, 64, 32}, Case{3, 5, 7, 9}})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      std::vector<ortc_bf16> a(c.batch * c.M * c.K), b(c.batch * c.K * c.N);
+      for (auto &v : a)
+        v = ortc_cvt<ortc_bf16>(randVec(1, -2, 2)[0]);
+      for (auto &v : b)
+        v = ortc_cvt<ortc_bf16>(randVec(1, -2, 2)[0]);
+      std::vector<float> wide(c.batch * c.M * c.N);
+      std::vector<ortc_bf16> narrow(wide.size());
+      ASSERT_TRUE(dnnl_detail::matmulBf16(a.data(), b.data(), wide.data(), false, c.batch, c.M,
+                                          c.N, c.K, ta, tb));
+      ASSERT_TRUE(dnnl_detail::matmulBf16(a.data(), b.data(), narrow.data(), true, c.batch, c.M,
+                                          c.N, c.K, ta, tb));
+      for (int64_t bt = 0; bt < c.batch; ++bt)
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double exact = 0, mag = 0;
+            for (int64_t k = 0; k < c.K; ++k) {
+              const double p =
+                  ortc_cvt<double>(a[bt * c.M * c.K + (ta ? k * c.M + m : m * c.K + k)]) *
+                  ortc_cvt<double>(b[bt * c.K * c.N + (tb ? n * c.K + k : k * c.N + n)]);
+              exact += p;
+              mag += std::abs(p);
+            }
+            const size_t i = (bt * c.M + m) * c.N + n;
+            ASSERT_LE(std::abs(wide[i] - exact), c.K * 0x1p-24 * mag + 1e-30)
+                << "element " << i << " of " << c.batch << "x" << c.M << "x" << c.N << "x"
+                << c.K << " transA " << ta << " transB " << tb;
+            ASSERT_EQ(narrow[i].bits, ortc_cvt<ortc_bf16>(wide[i]).bits) << "element " << i;
+          }
+    }
+}
+#endif
+
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//
