@@ -128,12 +128,13 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
 // to nearest, ties to even, as the GPUs' conversion instructions, F16C and PyTorch do:
 // magnitudes past the largest finite value's half ulp become infinity, float16's
 // subnormals are kept, and any NaN becomes a quiet NaN of the same sign (its payload's
-// top bits kept). 16 bits to float is exact. The F16C instructions (x86-64-v3 and up)
-// give the same bits as the integer code (test/unit/kernels/LowPrecisionTest.cpp checks
-// all 2^32 floats both ways). The GPU targets' preludes spell the same names with the
+// top bits kept). 16 bits to float is exact. The conversions are branch-free, so loops
+// over them vectorise; the F16C instructions (x86-64-v3 and up) give the same bits
+// (test/unit/kernels/LowPrecisionTest.cpp checks all 2^32 floats against a reference,
+// the branching integer code and F16C). The GPU targets' preludes spell the same names with the
 // vendors' types (__half, __nv_bfloat16).
 #if defined(__F16C__)
-#include <immintrin.h>
+#include <immintrin.h> // the emulated 16-bit sums' vector code (round16x8)
 #endif
 
 struct ortc_half {
@@ -189,12 +190,20 @@ inline uint16_t floatToHalfBitsScalar(uint32_t u) {
     ++k; // a carry into the exponent is the right encoding
   return uint16_t(sign | k);
 }
+/// The same rounding without branches, so that the loops over it vectorise (F16C's
+/// conversions are scalar intrinsics GCC does not vectorise): every case is computed
+/// and the right one selected. A subnormal half comes from float addition: |f| + 0.5
+/// has ulp 2^-24, the subnormal half's unit, so the sum's low bits are |f| / 2^-24
+/// rounded to nearest even (inputs below 2^-14 only, where that sum stays below 1).
 inline uint16_t floatToHalfBits(uint32_t u) {
-#if defined(__F16C__)
-  return uint16_t(_cvtss_sh(bitsFloat(u), _MM_FROUND_TO_NEAREST_INT));
-#else
-  return floatToHalfBitsScalar(u);
-#endif
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const uint32_t t = a - 0x38000000u; // exponent rebiased by 127 - 15
+  const uint32_t normal = (t + 0xfffu + ((t >> 13) & 1u)) >> 13;
+  const uint32_t subnormal = floatBits(bitsFloat(a < 0x38800000u ? a : 0u) + 0.5f) - 0x3f000000u;
+  uint32_t r = a < 0x38800000u ? subnormal : normal;
+  r = a >= 0x477ff000u ? 0x7c00u : r;
+  r = a > 0x7f800000u ? 0x7e00u | ((a & 0x7fffffu) >> 13) : r;
+  return uint16_t(sign | r);
 }
 /// Exact float16 to float (integer arithmetic); NaNs come out quiet.
 inline float halfBitsToFloatScalar(uint16_t h) {
@@ -207,12 +216,13 @@ inline float halfBitsToFloatScalar(uint16_t h) {
     return bitsFloat(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
   return bitsFloat(sign | ((e + 112u) << 23) | (m << 13));
 }
+/// The same without branches (vectorises).
 inline float halfBitsToFloat(uint16_t h) {
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  return halfBitsToFloatScalar(h);
-#endif
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  const uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+  const uint32_t special = sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u);
+  const uint32_t subnormal = sign | floatBits(float(int32_t(m)) * 0x1p-24f);
+  return bitsFloat(e == 0 ? subnormal : e == 31 ? special : normal);
 }
 } // namespace kern
 } // namespace ortc
