@@ -47,7 +47,8 @@
 
 // Generated CPU code (ORTC_KERN_DNNL) calls oneDNN for GEMM and convolution:
 // JIT kernels chosen by the CPU's features at run time, threaded by the same
-// OpenMP pool as the generated loops. The reference evaluator (double) keeps
+// OpenMP pool as the generated loops (bfloat16 GEMMs too, on CPUs with AVX-512 BF16:
+// matmulWide). The reference evaluator (double) keeps
 // cblas.
 #if defined(ORTC_KERN_DNNL)
 #include <oneapi/dnnl/dnnl.h>
@@ -2482,28 +2483,36 @@ inline void logSoftmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store stor
                             std::exp(static_cast<double>(y[a])) * s));
 }
 
+namespace detail {
+/// Runs `line(off)` for every line along the middle axis of an [outer, axisLen, inner]
+/// view, the lines in parallel: `off` is the line's first element, its elements lie
+/// `inner` apart.
+template <typename F>
+void forEachLine(int64_t outer, int64_t axisLen, int64_t inner, F line) {
+  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
+  for (int64_t t = 0; t < outer * inner; ++t)
+    line((t / inner) * axisLen * inner + t % inner);
+}
+} // namespace detail
+
 /// torch.softmax / ONNX Softmax (opset >= 13) along one axis: x and y are
 /// viewed as [outer, axisLen, inner], one line per (outer, inner). y may alias x.
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
-  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
-  for (int64_t t = 0; t < outer * inner; ++t) {
-    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+  detail::forEachLine(outer, axisLen, inner, [&](int64_t off) {
     softmaxLine<T>(axisLen, [&](int64_t a) { return x[off + a * inner]; },
                    [&](int64_t a, T v) { y[off + a * inner] = v; });
-  }
+  });
 }
 
 /// torch.log_softmax / ONNX LogSoftmax along one axis ([outer, axisLen, inner]
 /// view). y may alias x.
 template <typename T>
 void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner) {
-  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
-  for (int64_t t = 0; t < outer * inner; ++t) {
-    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+  detail::forEachLine(outer, axisLen, inner, [&](int64_t off) {
     logSoftmaxLine<T>(axisLen, [&](int64_t a) { return x[off + a * inner]; },
                       [&](int64_t a, T v) { y[off + a * inner] = v; });
-  }
+  });
 }
 
 /// Gradient of softmax given its output y ([outer, axisLen, inner] view). dx may
@@ -2511,13 +2520,11 @@ void logSoftmax(const T *x, T *y, int64_t outer, int64_t axisLen, int64_t inner)
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
                  int64_t inner) {
-  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
-  for (int64_t t = 0; t < outer * inner; ++t) {
-    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+  detail::forEachLine(outer, axisLen, inner, [&](int64_t off) {
     softmaxGradLine<T>(axisLen, [&](int64_t a) { return y[off + a * inner]; },
                        [&](int64_t a) { return dy[off + a * inner]; },
                        [&](int64_t a, T v) { dx[off + a * inner] = v; });
-  }
+  });
 }
 
 /// Gradient of logSoftmax given its output y ([outer, axisLen, inner] view). dx
@@ -2525,13 +2532,11 @@ void softmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
 template <typename T>
 void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisLen,
                     int64_t inner) {
-  ORTC_KERN_PARALLEL_FOR(outer * inner * axisLen)
-  for (int64_t t = 0; t < outer * inner; ++t) {
-    const int64_t off = (t / inner) * axisLen * inner + t % inner;
+  detail::forEachLine(outer, axisLen, inner, [&](int64_t off) {
     logSoftmaxGradLine<T>(axisLen, [&](int64_t a) { return y[off + a * inner]; },
                           [&](int64_t a) { return dy[off + a * inner]; },
                           [&](int64_t a, T v) { dx[off + a * inner] = v; });
-  }
+  });
 }
 
 //===----------------------------------------------------------------------===//

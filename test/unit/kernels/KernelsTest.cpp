@@ -1686,16 +1686,20 @@ TEST(SoftmaxCrossEntropy, SixteenBitLogitsAndGradAreTheCastFloatOnes) {
 // block, and the BLAS may sum a block's rows in another order (as it may for another
 // thread count): the float sums then differ by float rounding, so the 16-bit result is
 // within one 16-bit ulp plus that rounding (K float ulps of the sum of |products|).
+/// n random 16-bit values in [-2, 2].
+template <typename S> std::vector<S> random16(int64_t n) {
+  std::vector<S> v(n);
+  for (S &x : v)
+    x = ortc_cvt<S>(randVec(1, -2, 2)[0]);
+  return v;
+}
+
 template <typename S> void expectWideRoundsAsCast() {
   struct Case { int64_t batch, M, N, K; };
   for (Case c : {Case{1, 700, 512, 64}, Case{3, 5, 7, 9}, Case{2, 300, 300, 33}})
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      std::vector<S> a(c.batch * c.M * c.K), b(c.batch * c.K * c.N);
-      for (auto &v : a)
-        v = ortc_cvt<S>(randVec(1, -2, 2)[0]);
-      for (auto &v : b)
-        v = ortc_cvt<S>(randVec(1, -2, 2)[0]);
+      std::vector<S> a = random16<S>(c.batch * c.M * c.K), b = random16<S>(c.batch * c.K * c.N);
       std::vector<float> wide(c.batch * c.M * c.N);
       std::vector<S> narrow(wide.size());
       matmulWide(a.data(), b.data(), wide.data(), c.batch, c.M, c.N, c.K, ta, tb);
@@ -1742,11 +1746,8 @@ TEST(Matmul, Bf16NativeWhereTheCpuHasIt) {
   for (Case c : {Case{1, 512, 384, 128}, Case{32, 64, 64, 32}, Case{3, 5, 7, 9}})
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      std::vector<ortc_bf16> a(c.batch * c.M * c.K), b(c.batch * c.K * c.N);
-      for (auto &v : a)
-        v = ortc_cvt<ortc_bf16>(randVec(1, -2, 2)[0]);
-      for (auto &v : b)
-        v = ortc_cvt<ortc_bf16>(randVec(1, -2, 2)[0]);
+      std::vector<ortc_bf16> a = random16<ortc_bf16>(c.batch * c.M * c.K),
+                             b = random16<ortc_bf16>(c.batch * c.K * c.N);
       std::vector<float> wide(c.batch * c.M * c.N);
       std::vector<ortc_bf16> narrow(wide.size());
       ASSERT_TRUE(dnnl_detail::matmulBf16(a.data(), b.data(), wide.data(), false, c.batch, c.M,
