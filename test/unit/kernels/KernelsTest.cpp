@@ -1773,6 +1773,55 @@ TEST(Matmul, Bf16NativeWhereTheCpuHasIt) {
           }
     }
 }
+
+// The native bf16 GEMM's rounding of its float sums to a bfloat16 result, checked as a
+// cast: every 64th float pattern is written as h + m + l, three bfloat16 values (the
+// top, middle and low 8 bits of its significand), and a [rows, 3] x [3, 1] product of
+// ones sums them exactly in float; the bfloat16 result must be ortc_cvt's rounding of
+// the float. AMX treats subnormal bfloat16 inputs as zero (as PyTorch's oneDNN path does),
+// so where a part is subnormal (values below about 2^-100) the float sum itself differs:
+// those rows are left out, every other row must match.
+TEST(Matmul, Bf16NativeRoundsItsSumsAsTheCast) {
+  if (!dnnl_detail::nativeBf16())
+    GTEST_SKIP() << "no AVX-512 BF16 here: bfloat16 GEMMs widen to float";
+  const int64_t rows = int64_t(1) << 20, step = 64;
+  std::vector<ortc_bf16> a(rows * 3), ones(3, ortc_cvt<ortc_bf16>(1.0f)), narrow(rows);
+  std::vector<float> wide(rows), exact(rows);
+  auto top = [](float f) { return bitsFloat(floatBits(f) & 0xffff0000u); };
+  int64_t checked = 0, left = 0;
+  for (uint64_t base = 0; base < (uint64_t(1) << 32); base += uint64_t(rows) * step) {
+    for (int64_t i = 0; i < rows; ++i) {
+      float f = bitsFloat(uint32_t(base + uint64_t(i) * step));
+      if (!std::isfinite(f))
+        f = 0;
+      const float h = top(f), m = top(f - h), l = f - h - m;
+      a[i * 3] = {uint16_t(floatBits(h) >> 16)};
+      a[i * 3 + 1] = {uint16_t(floatBits(m) >> 16)};
+      a[i * 3 + 2] = {uint16_t(floatBits(l) >> 16)};
+      exact[i] = f;
+    }
+    ASSERT_TRUE(dnnl_detail::matmulBf16(a.data(), ones.data(), wide.data(), false, 1, rows, 1,
+                                        3, false, false));
+    ASSERT_TRUE(dnnl_detail::matmulBf16(a.data(), ones.data(), narrow.data(), true, 1, rows,
+                                        1, 3, false, false));
+    for (int64_t i = 0; i < rows; ++i) {
+      if (wide[i] != exact[i]) {
+        ASSERT_LT(std::fabs(exact[i]), 0x1p-100f) << "float bits 0x" << std::hex
+                                                   << floatBits(exact[i]);
+        ++left;
+        continue;
+      }
+      ++checked;
+      if (exact[i] == 0) { // a sum of -0s is +0, as in any GEMM (0 + -0 = +0)
+        ASSERT_EQ(narrow[i].bits & 0x7fffu, 0u);
+        continue;
+      }
+      ASSERT_EQ(narrow[i].bits, ortc_cvt<ortc_bf16>(exact[i]).bits)
+          << "float bits 0x" << std::hex << floatBits(exact[i]);
+    }
+  }
+  EXPECT_GT(checked, 10 * left); // the rows left out are those below 2^-100, about 6%
+}
 #endif
 
 //===----------------------------------------------------------------------===//
