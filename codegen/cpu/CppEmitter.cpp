@@ -37,7 +37,7 @@ private:
                            const std::string &value) override {
     if (isa<Float16Type, BFloat16Type>(element))
       return dest + ".bits = (" + value + ").bits;";
-    return dest + " = " + value + ";";
+    return KernelPrinter::elementStore(dest, element, value);
   }
   static Type elementOf(FusedOp op, size_t k) {
     return cast<RankedTensorType>(op.getResult(k).getType()).getElementType();

@@ -795,7 +795,8 @@ inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf1
 /// and the float GEMM runs: the bits of the float GEMM on widened copies, without those
 /// copies in the step's arena. A 16-bit C is then computed in blocks of rows through a
 /// per-thread float tile of about kWideTile elements, so no float copy of the whole
-/// product exists either. The two paths differ only in the order of the float sums.
+/// product exists either. The two paths differ in the order of the float sums, and AMX
+/// reads subnormal bfloat16 values as zero.
 constexpr int64_t kWideTile = int64_t(1) << 16;
 template <typename S, typename O = float>
 void matmulWide(const S *A, const S *B, O *C, int64_t batch, int64_t M, int64_t N,
@@ -1826,12 +1827,14 @@ struct Arg {
   }
 };
 
-struct ConvPlan {
+/// One primitive of one geometry (a convolution pass, a bf16 matmul) with its
+/// arguments: made at the first call and kept for the life of the process.
+struct Plan {
   bool ok = false;
   dnnl_primitive_t prim = nullptr;
   Arg args[4];
   int nArgs = 0;
-  ~ConvPlan() {
+  ~Plan() {
     if (prim)
       dnnl_primitive_destroy(prim);
   }
@@ -1887,7 +1890,7 @@ inline bool bindArg(Arg &arg, int dnnlArg, bool isOutput,
 
 /// Builds the plan of one convolution pass; plan.ok stays false when oneDNN
 /// cannot run this geometry.
-inline void makeConvPlan(ConvPlan &plan, ConvPass pass, const ConvGeom &g,
+inline void makeConvPlan(Plan &plan, ConvPass pass, const ConvGeom &g,
                          bool hasBias) {
   if (!engine() || g.nSpatial < 1 || g.nSpatial > 3 || g.group <= 0 ||
       g.N <= 0 || g.C <= 0 || g.M <= 0)
@@ -1983,23 +1986,16 @@ inline void makeConvPlan(ConvPlan &plan, ConvPass pass, const ConvGeom &g,
   plan.ok = ok;
 }
 
-/// Runs one pass of a convolution through its plan; false when oneDNN cannot
-/// (the caller falls back). `ptrs` follow the plan's argument order: forward
-/// x, w, y, bias; backward-data dy, w, dx; backward-weights dy, x, dw.
-inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
-                    void *const *ptrs) {
-  std::vector<int64_t> key = {int64_t(pass), hasBias, g.nSpatial, g.N, g.C,
-                              g.M, g.group};
-  for (int i = 0; i < g.nSpatial; ++i)
-    for (int64_t v : {g.in[i], g.kernel[i], g.out[i], g.stride[i],
-                      g.padBegin[i], g.dilation[i]})
-      key.push_back(v);
-  thread_local std::map<std::vector<int64_t>, std::unique_ptr<ConvPlan>> plans;
-  std::unique_ptr<ConvPlan> &plan = plans[key];
-  if (!plan) {
-    plan.reset(new ConvPlan);
-    makeConvPlan(*plan, pass, g, hasBias);
+/// Runs the plan in `slot` (made by `make` at the first call) on `ptrs`, which
+/// follow the plan's argument order, reordering into and out of the layouts the
+/// primitive chose; false when oneDNN cannot (the caller falls back).
+template <typename Make>
+bool runPlan(std::unique_ptr<Plan> &slot, Make make, void *const *ptrs) {
+  if (!slot) {
+    slot.reset(new Plan);
+    make(*slot);
   }
+  Plan *plan = slot.get();
   dnnl_stream_t s = stream();
   if (!plan->ok || !s)
     return false;
@@ -2014,7 +2010,8 @@ inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
       dnnl_primitive_execute(a.reorder, s, 2, r);
     }
   }
-  dnnl_primitive_execute(plan->prim, s, plan->nArgs, exec);
+  if (dnnl_primitive_execute(plan->prim, s, plan->nArgs, exec) != dnnl_success)
+    return false;
   for (int i = 0; i < plan->nArgs; ++i) {
     Arg &a = plan->args[i];
     if (a.packed && a.isOutput) {
@@ -2024,6 +2021,21 @@ inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
   }
   dnnl_stream_wait(s);
   return true;
+}
+
+/// Runs one pass of a convolution through its plan; false when oneDNN cannot
+/// (the caller falls back). `ptrs` follow the plan's argument order: forward
+/// x, w, y, bias; backward-data dy, w, dx; backward-weights dy, x, dw.
+inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
+                    void *const *ptrs) {
+  std::vector<int64_t> key = {int64_t(pass), hasBias, g.nSpatial, g.N, g.C,
+                              g.M, g.group};
+  for (int i = 0; i < g.nSpatial; ++i)
+    for (int64_t v : {g.in[i], g.kernel[i], g.out[i], g.stride[i],
+                      g.padBegin[i], g.dilation[i]})
+      key.push_back(v);
+  thread_local std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
+  return runPlan(plans[key], [&](Plan &plan) { makeConvPlan(plan, pass, g, hasBias); }, ptrs);
 }
 
 /// True when oneDNN runs bfloat16 products in hardware on this CPU: AVX-512 BF16
@@ -2037,23 +2049,10 @@ inline bool nativeBf16() {
   return native;
 }
 
-/// A bfloat16 matmul primitive of one geometry: A [batch, M, K] and B [batch, K, N]
-/// (transposes as strides) into a float or bfloat16 C [batch, M, N].
-struct MatmulPlan {
-  bool ok = false;
-  dnnl_primitive_t prim = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
-  ~MatmulPlan() {
-    for (dnnl_memory_t m : {a, b, c})
-      if (m)
-        dnnl_memory_destroy(m);
-    if (prim)
-      dnnl_primitive_destroy(prim);
-  }
-};
-
-inline void makeMatmulPlan(MatmulPlan &plan, bool bf16Result, int64_t batch, int64_t M,
-                           int64_t N, int64_t K, bool transA, bool transB) {
+/// The plan of a bfloat16 matmul: A [batch, M, K] and B [batch, K, N] (transposes as
+/// strides) into a float or bfloat16 C [batch, M, N].
+inline void makeMatmulPlan(Plan &plan, bool bf16Result, int64_t batch, int64_t M, int64_t N,
+                           int64_t K, bool transA, bool transB) {
   if (!engine() || batch <= 0 || M <= 0 || N <= 0 || K <= 0)
     return;
   const dnnl_dims_t ad = {batch, M, K}, bd = {batch, K, N}, cd = {batch, M, N};
@@ -2077,39 +2076,27 @@ inline void makeMatmulPlan(MatmulPlan &plan, bool bf16Result, int64_t batch, int
   bool ok = impl && !std::strstr(impl, "ref") &&
             dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
   dnnl_primitive_desc_destroy(pd);
-  ok = ok && dnnl_memory_create(&plan.a, &a, engine(), DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&plan.b, &b, engine(), DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&plan.c, &c, engine(), DNNL_MEMORY_NONE) == dnnl_success;
-  plan.ok = ok;
+  plan.nArgs = 3;
+  plan.ok = ok && bindArg(plan.args[0], DNNL_ARG_SRC, false, a, nullptr) &&
+            bindArg(plan.args[1], DNNL_ARG_WEIGHTS, false, b, nullptr) &&
+            bindArg(plan.args[2], DNNL_ARG_DST, true, c, nullptr);
 }
 
 /// matmulWide's bfloat16 path (see there): false when this CPU lacks AVX-512 BF16 or
-/// oneDNN has no fast kernel for the geometry (the caller widens instead). Plans are
-/// made at the first call of each geometry and kept for the life of the process.
+/// oneDNN has no fast kernel for the geometry (the caller widens instead).
 inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf16Result,
                        int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
                        bool transB) {
   if (!nativeBf16())
     return false;
   const std::vector<int64_t> key = {bf16Result, batch, M, N, K, transA, transB};
-  thread_local std::map<std::vector<int64_t>, std::unique_ptr<MatmulPlan>> plans;
-  std::unique_ptr<MatmulPlan> &plan = plans[key];
-  if (!plan) {
-    plan.reset(new MatmulPlan);
-    makeMatmulPlan(*plan, bf16Result, batch, M, N, K, transA, transB);
-  }
-  dnnl_stream_t s = stream();
-  if (!plan->ok || !s)
-    return false;
-  dnnl_memory_set_data_handle(plan->a, const_cast<ortc_bf16 *>(A));
-  dnnl_memory_set_data_handle(plan->b, const_cast<ortc_bf16 *>(B));
-  dnnl_memory_set_data_handle(plan->c, C);
-  dnnl_exec_arg_t exec[3] = {
-      {DNNL_ARG_SRC, plan->a}, {DNNL_ARG_WEIGHTS, plan->b}, {DNNL_ARG_DST, plan->c}};
-  if (dnnl_primitive_execute(plan->prim, s, 3, exec) != dnnl_success)
-    return false;
-  dnnl_stream_wait(s);
-  return true;
+  thread_local std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
+  void *const ptrs[3] = {const_cast<ortc_bf16 *>(A), const_cast<ortc_bf16 *>(B), C};
+  return runPlan(plans[key],
+                 [&](Plan &plan) {
+                   makeMatmulPlan(plan, bf16Result, batch, M, N, K, transA, transB);
+                 },
+                 ptrs);
 }
 
 } // namespace dnnl_detail
