@@ -879,6 +879,36 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         std::string accum = accumLiteral(op);
         // 16-bit operands: float sums into a float (f32_result) or 16-bit result.
         bool wide = isa<Float16Type, BFloat16Type>(typeOf(m.getA()).getElementType());
+        auto viewA = m.getA().getDefiningOp<StridedViewOp>();
+        auto viewB = m.getB().getDefiningOp<StridedViewOp>();
+        if (viewA || viewB) {
+          // Operands read through strided views (kernel formation): their layouts.
+          auto operand = [&](Value v, StridedViewOp view, bool trans, int64_t rows,
+                             int64_t cols) {
+            MatrixLayout l{trans ? rows : cols, 1, rows * cols, 0, false};
+            std::string p;
+            if (view) {
+              l = *view.getMatrixLayout();
+              p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
+            } else {
+              p = typed(v);
+            }
+            return std::make_pair(p + ", {" + std::to_string(l.ld) + ", " +
+                                      std::to_string(l.inner) + ", " +
+                                      std::to_string(l.outerStride) + ", " +
+                                      std::to_string(l.innerStride) + "}",
+                                  b(trans != l.transposed));
+          };
+          int64_t rowsA = m.getTransA() ? k : ys[r - 2], colsA = m.getTransA() ? ys[r - 2] : k;
+          int64_t rowsB = m.getTransB() ? ys[r - 1] : k, colsB = m.getTransB() ? k : ys[r - 1];
+          auto [pa, ta] = operand(m.getA(), viewA, m.getTransA(), rowsA, colsA);
+          auto [pb, tb] = operand(m.getB(), viewB, m.getTransB(), rowsB, colsB);
+          body << "  " << lib << "matmulLayout(" << pa << ", " << pb << ", " << typed(res, true)
+               << ", {" << ys[r - 1] << ", 1, " << ys[r - 2] * ys[r - 1] << ", 0}, " << batch
+               << ", " << ys[r - 2] << ", " << ys[r - 1] << ", " << k << ", " << ta << ", " << tb
+               << callTail << ");\n";
+          return true;
+        }
         const char *name = wide ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
         body << "  " << lib << name << typed(m.getA()) << ", " << typed(m.getB()) << ", "
              << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
@@ -1121,7 +1151,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   });
   kernelName = kNamePlaceholder;
   for (Operation &op : f.getBody().front()) {
-    if (isa<ConstantOp, WeightOp, ReshapeOp>(op))
+    if (isa<ConstantOp, WeightOp, ReshapeOp, StridedViewOp>(op))
       continue;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results not already written in place are copied into their tensors.

@@ -248,7 +248,8 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
 LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
   Value res = op->getNumResults() ? op->getResult(0) : Value();
   std::string T = res ? cType(typeOf(res).getElementType()) : "";
-  {
+  // (A strided view is only a GEMM's operand layout: no element expression.)
+  if (llvm::none_of(op->getOperands(), [](Value v) { return v.getDefiningOp<StridedViewOp>(); })) {
     SmallVector<std::string> args;
     for (Value v : op->getOperands())
       args.push_back(elem(v));

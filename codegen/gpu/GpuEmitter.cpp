@@ -440,8 +440,11 @@ std::string GpuPrinter::launchShape(Operation *op) {
       .Case([&](MatMulOp m) {
         auto ys = typeOf(res).getShape();
         size_t r = ys.size();
-        return std::string(target.vendorCode.empty() ? "" : "vendor BLAS, else ") +
-               "ortc tiled GEMM: " + std::to_string((ys[r - 1] + 63) / 64) + " x " +
+        // Strided-view operands (kernel formation) read as the tiles load: ortc's GEMM.
+        bool views = m.getA().getDefiningOp<StridedViewOp>() ||
+                     m.getB().getDefiningOp<StridedViewOp>();
+        return std::string(target.vendorCode.empty() || views ? "" : "vendor BLAS, else ") +
+               "ortc tiled GEMM" + (views ? " over strided operands: " : ": ") + std::to_string((ys[r - 1] + 63) / 64) + " x " +
                std::to_string((ys[r - 2] + 63) / 64) + " x " +
                std::to_string(dimProduct(typeOf(m.getA()).getShape(), 0, r - 2)) +
                " blocks of 256 threads (64x64 tiles)";

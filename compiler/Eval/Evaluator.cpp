@@ -312,6 +312,25 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(r.getResult(), std::move(out));
         return success();
       })
+      .Case([&](StridedViewOp view) {
+        EvalTensor<T> out = make(view.getResult());
+        const auto &x = get(view.getX());
+        ArrayRef<int64_t> strides = view.getStrides();
+        const int64_t n = product(out.shape, 0);
+        for (int64_t e = 0; e < n; ++e) {
+          int64_t at = view.getOffset(), rest = e;
+          for (size_t d = out.shape.size(); d-- > 0;) {
+            at += (rest % out.shape[d]) * strides[d];
+            rest /= out.shape[d];
+          }
+          if (out.isFloat)
+            out.f[e] = x.f[at];
+          else
+            out.i[e] = x.i[at];
+        }
+        set(view.getResult(), std::move(out));
+        return success();
+      })
       .Case([&](TransposeOp t) {
         EvalTensor<T> out = make(t.getResult());
         const auto &x = get(t.getX());

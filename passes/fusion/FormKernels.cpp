@@ -1,6 +1,9 @@
 //===- FormKernels.cpp - Partition step functions into ortc.fused kernels -===//
 //
 // Algorithm (per function, over its one block):
+//  0. A float32 matmul operand made by slices, reshapes and transposes of one tensor
+//     is read through an ortc.strided_view of it where a GEMM can take that layout
+//     (readMatmulOperandsThroughViews): attention's heads are not copied out.
 //  0. A cheap pointwise op read only through broadcasts moves into them
 //     (sinkIntoBroadcasts): its readers recompute it per element.
 //  1. Walk the ops in order. A pointwise op (FusionOpInterface) starts a group of
@@ -88,10 +91,149 @@ bool readThroughMap(Value v) {
          cast<FusionOpInterface>(p).isCheapToRecompute();
 }
 
+/// A strided layout of some tensor's elements: element `idx` of a value at
+/// offset + sum(idx[d] * strides[d]) of its root's buffer.
+struct Layout {
+  int64_t offset = 0;
+  SmallVector<int64_t> shape, strides;
+};
+
+/// The strides of `ns` over the same elements as (os, ot), if a reshape keeps them
+/// one strided layout: each group of dims it merges or splits must be contiguous.
+std::optional<SmallVector<int64_t>> reshapeStrides(ArrayRef<int64_t> os, ArrayRef<int64_t> ot,
+                                                   ArrayRef<int64_t> ns) {
+  SmallVector<int64_t> nt(ns.size(), 0);
+  size_t i = 0, j = 0;
+  while (true) {
+    while (i < os.size() && os[i] == 1)
+      ++i;
+    while (j < ns.size() && ns[j] == 1)
+      ++j;
+    if (i == os.size() || j == ns.size())
+      return i == os.size() && j == ns.size() ? std::optional(nt) : std::nullopt;
+    size_t i0 = i, j0 = j;
+    int64_t po = os[i++], pn = ns[j++];
+    while (po != pn) {
+      if (po < pn && i < os.size())
+        po *= os[i++];
+      else if (pn < po && j < ns.size())
+        pn *= ns[j++];
+      else
+        return std::nullopt;
+    }
+    int64_t inner = -1, expect = -1;
+    for (size_t k = i; k-- > i0;) {
+      if (os[k] == 1)
+        continue;
+      if (inner < 0)
+        inner = ot[k];
+      else if (ot[k] != expect)
+        return std::nullopt;
+      expect = ot[k] * os[k];
+    }
+    for (size_t k = j; k-- > j0;) {
+      nt[k] = ns[k] == 1 ? 0 : inner;
+      inner *= ns[k];
+    }
+  }
+}
+
+/// The layout of `v` over the buffer of `root`, following reshapes, transposes and
+/// unit-or-larger-step slices up from v (a strided view is a root's layout already);
+/// `moved` is set where the chain holds more than reshapes.
+std::optional<Layout> layoutOf(Value v, Value &root, bool &moved) {
+  Operation *p = v.getDefiningOp();
+  if (auto view = dyn_cast_or_null<StridedViewOp>(p)) {
+    root = view.getX();
+    moved = true;
+    return Layout{view.getOffset(), llvm::to_vector(shapeOf(v)),
+                  llvm::to_vector(view.getStrides())};
+  }
+  if (!isa_and_nonnull<ReshapeOp, TransposeOp, SliceOp>(p)) {
+    root = v;
+    Layout l{0, llvm::to_vector(shapeOf(v)), {}};
+    l.strides.assign(l.shape.size(), 1);
+    for (size_t d = l.shape.size(); d-- > 1;)
+      l.strides[d - 1] = l.strides[d] * l.shape[d];
+    return l;
+  }
+  std::optional<Layout> in = layoutOf(p->getOperand(0), root, moved);
+  if (!in)
+    return std::nullopt;
+  Layout out{in->offset, llvm::to_vector(shapeOf(v)), {}};
+  if (isa<ReshapeOp>(p)) {
+    std::optional<SmallVector<int64_t>> st = reshapeStrides(in->shape, in->strides, out.shape);
+    if (!st)
+      return std::nullopt;
+    out.strides = std::move(*st);
+  } else if (auto t = dyn_cast<TransposeOp>(p)) {
+    moved = true;
+    for (int64_t d : t.getPerm())
+      out.strides.push_back(in->strides[d]);
+  } else {
+    auto slice = cast<SliceOp>(p);
+    moved = true;
+    for (auto [start, step, stride] : llvm::zip(slice.getStarts(), slice.getSteps(), in->strides)) {
+      if (step < 0)
+        return std::nullopt;
+      out.offset += start * stride;
+      out.strides.push_back(stride * step);
+    }
+  }
+  return out;
+}
+
+/// 0. A float32 matmul operand computed by slices and transposes of a tensor
+/// (attention's heads: slice -> reshape -> transpose of the QKV projection) is read
+/// through a strided view of that tensor, where the GEMM can read the view as its
+/// operand's layout (StridedViewOp::getMatrixLayout): the copies are never made. The
+/// chain's ops left without readers are erased. 16-bit and emulated-accumulation GEMMs
+/// keep their copies (their library paths take contiguous operands).
+void readMatmulOperandsThroughViews(Block &body) {
+  llvm::SetVector<Operation *> dead;
+  for (Operation &op : body.without_terminator()) {
+    auto mm = dyn_cast<MatMulOp>(&op);
+    if (!mm || accumulationOf(mm) ||
+        !cast<RankedTensorType>(mm.getA().getType()).getElementType().isF32())
+      continue;
+    for (OpOperand &use : mm->getOpOperands()) {
+      Value v = use.get(), root;
+      bool moved = false;
+      Operation *p = v.getDefiningOp();
+      if (!isa_and_nonnull<ReshapeOp, TransposeOp, SliceOp>(p) ||
+          llvm::is_contained(shapeOf(v), 0))
+        continue;
+      std::optional<Layout> l = layoutOf(v, root, moved);
+      if (!l || !moved)
+        continue;
+      OpBuilder b(mm);
+      auto view = StridedViewOp::create(b, p->getLoc(), v.getType(), root,
+                                        b.getI64IntegerAttr(l->offset),
+                                        b.getDenseI64ArrayAttr(l->strides));
+      if (!view.getMatrixLayout()) {
+        view.erase();
+        continue;
+      }
+      use.set(view);
+      dead.insert(p);
+    }
+  }
+  while (!dead.empty()) {
+    Operation *p = dead.pop_back_val();
+    if (!p->use_empty() || !isa<ReshapeOp, TransposeOp, SliceOp>(p))
+      continue;
+    Operation *in = p->getOperand(0).getDefiningOp();
+    p->erase();
+    if (in)
+      dead.insert(in);
+  }
+}
+
 struct KernelFormer {
   void formKernels(func::FuncOp fn) {
     Block &body = fn.getBody().front();
     sinkIntoBroadcasts(body);
+    readMatmulOperandsThroughViews(body);
     DenseMap<Operation *, unsigned> pos;
     for (auto [i, op] : llvm::enumerate(body.getOperations()))
       pos[&op] = i;

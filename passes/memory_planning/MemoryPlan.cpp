@@ -13,8 +13,8 @@
 //     arena (a 16-bit activation widened for a GEMM, passes/mixed_precision; a weight
 //     broadcast) waits, while other ops are ready, for that reader's other operands:
 //     run early, it would only hold its bytes for nothing.
-//  3. Liveness: a tensor lives from its producer to its last reader; reshape results
-//     are views that extend the life of the tensor they alias.
+//  3. Liveness: a tensor lives from its producer to its last reader; reshape and
+//     strided_view results are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
 //     elementwise op reuses the slot of an operand that dies at it (in place), as a
 //     RowInPlace op (cross-entropy's gradient) reuses its first operand's.
@@ -57,9 +57,12 @@ int64_t slotSize(Type type) {
   return llvm::alignTo(std::max<int64_t>(byteSize(type), 1), kAlign);
 }
 
+/// A reshape or a strided view: no kernel, its result aliases its operand's buffer.
+bool isView(Operation *op) { return isa_and_nonnull<ReshapeOp, StridedViewOp>(op); }
+
 Value rootOf(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getX();
+  while (isView(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
   return v;
 }
 
@@ -151,14 +154,14 @@ LogicalResult planMemory(func::FuncOp fn) {
   std::function<void(Value, Value)> collect = [&](Value root, Value v) {
     for (Operation *u : v.getUsers()) {
       usersOf[root].push_back(u);
-      if (auto r = dyn_cast<ReshapeOp>(u))
-        collect(root, r.getResult());
+      if (isView(u))
+        collect(root, u->getResult(0));
     }
   };
   for (BlockArgument a : fn.getArguments())
     collect(a, a);
   for (Operation *op : ops)
-    if (!isa<ReshapeOp>(op))
+    if (!isView(op))
       for (Value r : op->getResults())
         collect(r, r);
 
@@ -168,7 +171,7 @@ LogicalResult planMemory(func::FuncOp fn) {
   for (OpOperand &use : ret->getOpOperands()) {
     Value v = use.get();
     Operation *p = v.getDefiningOp();
-    if (!p || isa<ReshapeOp, ConstantOp, WeightOp>(p) || !v.hasOneUse())
+    if (!p || isView(p) || isa<ConstantOp, WeightOp>(p) || !v.hasOneUse())
       continue;
     auto tied = resultTied(fn, use.getOperandNumber());
     if (tied) {
@@ -185,7 +188,7 @@ LogicalResult planMemory(func::FuncOp fn) {
   }
   auto arenaResult = [&](Value v) {
     Operation *p = v.getDefiningOp();
-    return p && !isa<ReshapeOp, ConstantOp, WeightOp>(p) && !direct.count(v);
+    return p && !isView(p) && !isa<ConstantOp, WeightOp>(p) && !direct.count(v);
   };
 
   // 2. Greedy schedule.
@@ -475,8 +478,8 @@ std::vector<int64_t> arenaBytesOverSchedule(func::FuncOp fn) {
     int64_t last = -1;
     for (Operation *u : v.getUsers()) {
       last = std::max(last, pos.lookup(u));
-      if (auto r = dyn_cast<ReshapeOp>(u))
-        last = std::max(last, lastUse(r.getResult()));
+      if (isView(u))
+        last = std::max(last, lastUse(u->getResult(0)));
     }
     return last;
   };
@@ -485,7 +488,7 @@ std::vector<int64_t> arenaBytesOverSchedule(func::FuncOp fn) {
     if (!offsets)
       continue;
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
-      if (off >= 0 && !isa<ReshapeOp>(op))
+      if (off >= 0 && !isView(&op))
         spans.push_back({off, slotSize(r.getType()), pos[&op], std::max(pos[&op], lastUse(r))});
   }
   std::vector<int64_t> bytes(n, 0);

@@ -723,6 +723,41 @@ void gemm(const Accum &acc, bool transA, bool transB, int64_t M, int64_t N, int6
                                 ldc, acc.chunk);
 }
 
+/// Where a GEMM finds the matrices of a batch in a buffer (generated code's
+/// matmulLayout; ortc::MatrixLayout in the compiler): matrix b starts at at(b), its
+/// rows `ld` apart (of op's stored matrix: [K, M] rows when transposed), unit-stride
+/// columns. Two batch levels cover attention's heads read out of a [B, T, 3C] tensor.
+struct MatLayout {
+  int64_t ld, inner, outerStride, innerStride;
+  int64_t at(int64_t b) const { return (b / inner) * outerStride + (b % inner) * innerStride; }
+};
+
+/// C[b] = op(A[b]) @ op(B[b]) (+ C[b] when accumulate) for b < batch, each matrix
+/// where its layout says; float sums (the GEMM's). Kernel formation reads attention's
+/// head slices and transposes so, without copies.
+template <typename T>
+void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatLayout lc,
+                  int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+                  bool accumulate = false) {
+  const T beta = accumulate ? T(1) : T(0);
+  if (batch <= 0)
+    return;
+#if defined(ORTC_KERN_DNNL) && defined(_OPENMP)
+  // Many small products (attention heads): one product per thread at a time;
+  // oneDNN runs a GEMM called inside a parallel region on its calling thread.
+  if (batch >= omp_get_max_threads() && omp_get_max_threads() > 1) {
+    ORTC_KERN_PRAGMA(omp parallel for schedule(static))
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(transA, transB, M, N, K, T(1), A + la.at(b), la.ld, B + lb.at(b), lb.ld, beta,
+           C + lc.at(b), lc.ld);
+    return;
+  }
+#endif
+  for (int64_t b = 0; b < batch; ++b)
+    gemm(transA, transB, M, N, K, T(1), A + la.at(b), la.ld, B + lb.at(b), lb.ld, beta,
+         C + lc.at(b), lc.ld);
+}
+
 /// Batched matmul with explicit batch strides (in elements) for A and B; a
 /// stride of 0 broadcasts that operand over the batch (torch.matmul
 /// broadcasting of a 2-d operand). C is contiguous [batch, M, N]:
@@ -750,20 +785,8 @@ void matmulStrided(const T *A, int64_t strideA, const T *B, int64_t strideB,
     gemm(false, transB, batch * M, N, K, T(1), A, lda, B, ldb, beta, C, N);
     return;
   }
-#if defined(ORTC_KERN_DNNL) && defined(_OPENMP)
-  // Many small products (attention heads): one product per thread at a time;
-  // oneDNN runs a GEMM called inside a parallel region on its calling thread.
-  if (batch >= omp_get_max_threads() && omp_get_max_threads() > 1) {
-    ORTC_KERN_PRAGMA(omp parallel for schedule(static))
-    for (int64_t b = 0; b < batch; ++b)
-      gemm(transA, transB, M, N, K, T(1), A + b * strideA, lda,
-           B + b * strideB, ldb, beta, C + b * M * N, N);
-    return;
-  }
-#endif
-  for (int64_t b = 0; b < batch; ++b)
-    gemm(transA, transB, M, N, K, T(1), A + b * strideA, lda, B + b * strideB,
-         ldb, beta, C + b * M * N, N);
+  matmulLayout(A, MatLayout{lda, 1, strideA, 0}, B, MatLayout{ldb, 1, strideB, 0}, C,
+               MatLayout{N, 1, M * N, 0}, batch, M, N, K, transA, transB, accumulate);
 }
 
 /// Batched matmul, torch.bmm semantics with optional transposes:

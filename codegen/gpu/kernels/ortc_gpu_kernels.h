@@ -1682,6 +1682,39 @@ template <typename T, typename S = T> struct MatC {
   }
 };
 
+/// Where a GEMM finds the matrices of a batch (the CPU library's MatLayout): matrix b
+/// starts at at(b), its rows `ld` apart with unit-stride columns.
+struct MatLayout {
+  int64_t ld, inner, outerStride, innerStride;
+  __host__ __device__ int64_t at(int64_t b) const {
+    return (b / inner) * outerStride + (b % inner) * innerStride;
+  }
+};
+/// Operands and result read and written through MatLayouts (strided views).
+template <typename T> struct LayoutA {
+  const T *p;
+  MatLayout l;
+  bool trans;
+  __device__ T operator()(int64_t b, int64_t m, int64_t k) const {
+    const T *q = p + l.at(b);
+    return trans ? q[k * l.ld + m] : q[m * l.ld + k];
+  }
+};
+template <typename T> struct LayoutB {
+  const T *p;
+  MatLayout l;
+  bool trans;
+  __device__ T operator()(int64_t b, int64_t k, int64_t n) const {
+    const T *q = p + l.at(b);
+    return trans ? q[n * l.ld + k] : q[k * l.ld + n];
+  }
+};
+template <typename T> struct LayoutC {
+  T *p;
+  MatLayout l;
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, T v) const { p[l.at(b) + m * l.ld + n] = v; }
+};
+
 /// ORTC_GPU_GEMM=ortc at run time makes every GEMM use ortc's tiled kernel even where
 /// the vendor library is present (to test and compare the two on one machine).
 inline bool ownGemmForced() {
@@ -1714,6 +1747,23 @@ template <typename T>
 void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
             ortcStream_t s) {
   matmulAccum(A, B, C, batch, M, N, K, transA, transB, Accum(), s);
+}
+template <typename T>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) zeroMatricesKernel(T *C, MatLayout l, int64_t M, int64_t N, int64_t n) {
+  ORTC_FOR(i, n) C[l.at(i / (M * N)) + (i / N % M) * l.ld + i % N] = T(0);
+}
+/// C[b] = op(A[b]) @ op(B[b]), each matrix where its layout says (the CPU's
+/// matmulLayout): the tiled kernel, which reads the strided operands as it loads its tiles.
+template <typename T>
+void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatLayout lc, int64_t batch, int64_t M,
+                  int64_t N, int64_t K, bool transA, bool transB, ortcStream_t s) {
+  if (batch <= 0 || M <= 0 || N <= 0)
+    return;
+  if (K == 0) {
+    zeroMatricesKernel<<<gridFor(batch * M * N), kBlock, 0, s>>>(C, lc, M, N, batch * M * N);
+    return;
+  }
+  gemmTiled<T>(batch, M, N, K, LayoutA<T>{A, la, transA}, LayoutB<T>{B, lb, transB}, LayoutC<T>{C, lc}, Accum(), s);
 }
 /// matmul of 16-bit operands (ortc_bf16 / ortc_half) into C, summed in float: a float C
 /// (matmul f32_result) or one of the operands' type, each sum rounded as it is stored.

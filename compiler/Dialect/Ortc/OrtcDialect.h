@@ -53,6 +53,15 @@ struct IndexRange {
   std::optional<int64_t> ignore;
   const char *what = "indices"; ///< "class labels", "indices"
 };
+/// How a GEMM reads a batch of matrices from a buffer (StridedViewOp::getMatrixLayout;
+/// the kernel libraries' MatLayout): matrix b of the batch starts at
+/// (b / inner) * outerStride + (b % inner) * innerStride; its rows are `ld` apart with
+/// unit-stride columns, or, when `transposed`, its columns are `ld` apart with
+/// unit-stride rows (the GEMM then reads the stored transpose).
+struct MatrixLayout {
+  int64_t ld = 0, inner = 1, outerStride = 0, innerStride = 0;
+  bool transposed = false;
+};
 /// The elements of all results of `op` together (RecomputeOpInterface's default cost).
 int64_t resultElements(mlir::Operation *op);
 } // namespace ortc

@@ -217,6 +217,65 @@ void ConcatOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRCont
 
 //===-- slice -------------------------------------------------------------===//
 
+LogicalResult StridedViewOp::verify() {
+  ArrayRef<int64_t> shape = getType().getShape(), strides = getStrides();
+  if (getX().getType().getElementType() != getType().getElementType())
+    return emitOpError("element type changes");
+  if (strides.size() != shape.size())
+    return emitOpError("needs one stride per result dim");
+  if (numElements(shape) == 0)
+    return success();
+  int64_t last = getOffset();
+  for (auto [n, s] : llvm::zip(shape, strides)) {
+    if (s < 0)
+      return emitOpError("has a negative stride");
+    last += (n - 1) * s;
+  }
+  if (getOffset() < 0 || last >= numElements(getX().getType().getShape()))
+    return emitOpError("reads outside its operand");
+  return success();
+}
+
+std::optional<MatrixLayout> StridedViewOp::getMatrixLayout() {
+  ArrayRef<int64_t> shape = getType().getShape(), strides = getStrides();
+  const size_t r = shape.size();
+  if (r < 2)
+    return std::nullopt;
+  MatrixLayout l;
+  int64_t rows = shape[r - 2], cols = shape[r - 1];
+  int64_t rowStride = rows == 1 ? std::max<int64_t>(cols, 1) : strides[r - 2];
+  int64_t colStride = cols == 1 ? 1 : strides[r - 1];
+  if (colStride == 1 && rowStride >= std::max<int64_t>(cols, 1)) {
+    l.ld = rowStride;
+  } else if (rowStride == 1 && colStride >= std::max<int64_t>(rows, 1)) {
+    l.ld = colStride;
+    l.transposed = true;
+  } else {
+    return std::nullopt;
+  }
+  // The batch dims, size-1 dims dropped and contiguous neighbours merged: at most two.
+  SmallVector<std::pair<int64_t, int64_t>> batch; // (size, stride)
+  for (size_t d = 0; d + 2 < r; ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!batch.empty() && batch.back().second == strides[d] * shape[d])
+      batch.back() = {batch.back().first * shape[d], strides[d]};
+    else
+      batch.push_back({shape[d], strides[d]});
+  }
+  if (batch.size() > 2)
+    return std::nullopt;
+  if (batch.size() == 2) {
+    l.outerStride = batch[0].second;
+    l.inner = batch[1].first;
+    l.innerStride = batch[1].second;
+  } else if (batch.size() == 1) {
+    l.inner = batch[0].first;
+    l.innerStride = batch[0].second;
+  }
+  return l;
+}
+
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto in = cast<RankedTensorType>(adaptor.getX().getType());

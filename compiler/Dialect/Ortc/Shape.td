@@ -63,6 +63,28 @@ def Ortc_SliceOp : Ortc_ShapeOp<"slice", [Ortc_PrecisionOpInterface, Ortc_Recomp
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
+def Ortc_StridedViewOp : Ortc_Op<"strided_view", [Pure]> {
+  let summary = "The elements of x at offset + sum(index[d] * strides[d]): a layout, not a copy";
+  let description = [{
+    Kernel formation (passes/fusion) reads a matmul operand that the step computes
+    by slices, reshapes and transposes of one tensor (attention's heads split from
+    the fused QKV projection) through this view of that tensor instead, so the
+    copies are never made: the view aliases x in the memory plan, and codegen
+    passes its offset and strides to the GEMM as the operand's layout
+    (getMatrixLayout). The evaluator materialises it. Strides are in elements,
+    non-negative; every element read lies inside x.
+  }];
+  let arguments = (ins Ortc_Tensor:$x, I64Attr:$offset, DenseI64ArrayAttr:$strides);
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The view as a batch of row-major matrices (its last two dims) for a GEMM,
+    /// or nullopt where a GEMM cannot read it so (MatrixLayout).
+    std::optional<MatrixLayout> getMatrixLayout();
+  }];
+}
+
 def Ortc_SliceGradOp : Ortc_Op<"slice_grad", [Pure, Ortc_PrecisionOpInterface]> {
   let summary = "Scatters dy into zeros shaped like the slice's input";
   let description = [{

@@ -453,3 +453,19 @@ func.func @rank_shard_ranks(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = ortc.rank_shard %x {ranks = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @strided_view_outside(%x: tensor<2x12xf32>) -> tensor<2x2x4xf32> {
+  // expected-error @+1 {{reads outside its operand}}
+  %0 = ortc.strided_view %x {offset = 8 : i64, strides = array<i64: 12, 4, 1>} : tensor<2x12xf32> -> tensor<2x2x4xf32>
+  return %0 : tensor<2x2x4xf32>
+}
+
+// -----
+
+func.func @strided_view_strides(%x: tensor<24xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{needs one stride per result dim}}
+  %0 = ortc.strided_view %x {offset = 0 : i64, strides = array<i64: 4>} : tensor<24xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

@@ -303,3 +303,61 @@ func.func @cheap_into_broadcasts(%m: tensor<4x8xf32>, %x: tensor<2x4x8xf32>, %y:
   %c = ortc.select %lb, %z, %x : tensor<2x4x8xi1>, tensor<2x4x8xf32>
   return %a, %b, %l : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>
 }
+
+// -----
+
+// Attention's heads: q and k^T are slices of the QKV projection, split into heads and
+// transposed. The GEMM reads them through strided views of the projection (offset of
+// the slice, strides of the transposed head layout) and the copies are gone.
+// CHECK-LABEL: func.func @heads_as_views
+// CHECK-DAG: %[[Q:.*]] = ortc.strided_view %arg0 {offset = 0 : i64, strides = array<i64: 384, 4, 24, 1>} : tensor<2x16x24xf32> -> tensor<2x2x16x4xf32>
+// CHECK-DAG: %[[K:.*]] = ortc.strided_view %arg0 {offset = 8 : i64, strides = array<i64: 384, 4, 1, 24>} : tensor<2x16x24xf32> -> tensor<2x2x4x16xf32>
+// CHECK: ortc.matmul %[[Q]], %[[K]]
+// CHECK-NOT: ortc.slice
+// CHECK-NOT: ortc.transpose
+func.func @heads_as_views(%qkv: tensor<2x16x24xf32>) -> tensor<2x2x16x16xf32> {
+  %q = ortc.slice %qkv {starts = array<i64: 0, 0, 0>, sizes = array<i64: 2, 16, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x16x24xf32> -> tensor<2x16x8xf32>
+  %k = ortc.slice %qkv {starts = array<i64: 0, 0, 8>, sizes = array<i64: 2, 16, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x16x24xf32> -> tensor<2x16x8xf32>
+  %qh = ortc.reshape %q : tensor<2x16x8xf32> -> tensor<2x16x2x4xf32>
+  %kh = ortc.reshape %k : tensor<2x16x8xf32> -> tensor<2x16x2x4xf32>
+  %qt = ortc.transpose %qh, [0, 2, 1, 3] : tensor<2x16x2x4xf32> -> tensor<2x2x16x4xf32>
+  %kt = ortc.transpose %kh, [0, 2, 3, 1] : tensor<2x16x2x4xf32> -> tensor<2x2x4x16xf32>
+  %s = ortc.matmul %qt, %kt : tensor<2x2x16x4xf32>, tensor<2x2x4x16xf32> -> tensor<2x2x16x16xf32>
+  return %s : tensor<2x2x16x16xf32>
+}
+
+// -----
+
+// A transpose another op reads stays for that reader; the GEMM reads the view. A
+// reshape that merges dims a transpose separated is no strided layout: that operand
+// keeps its copy.
+// CHECK-LABEL: func.func @views_where_they_exist
+// CHECK: %[[T:.*]] = ortc.transpose %arg0
+// CHECK: %[[V:.*]] = ortc.strided_view %arg0 {offset = 0 : i64, strides = array<i64: 1, 8>} : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK: ortc.matmul %[[V]], %arg1
+// CHECK: %[[T2:.*]] = ortc.transpose %arg2
+// CHECK: %[[R:.*]] = ortc.reshape %[[T2]]
+// CHECK: ortc.matmul %[[R]], %arg1
+// CHECK: ortc.exp %[[T]]
+func.func @views_where_they_exist(%x: tensor<4x8xf32>, %w: tensor<4x4xf32>, %y: tensor<2x4x2xf32>)
+    -> (tensor<8x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>) {
+  %t = ortc.transpose %x, [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %m = ortc.matmul %t, %w : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
+  %t2 = ortc.transpose %y, [1, 0, 2] : tensor<2x4x2xf32> -> tensor<4x2x2xf32>
+  %r = ortc.reshape %t2 : tensor<4x2x2xf32> -> tensor<4x4xf32>
+  %m2 = ortc.matmul %r, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %e = ortc.exp %t : tensor<8x4xf32>
+  return %m, %m2, %e : tensor<8x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// 16-bit GEMMs keep contiguous operands (their library paths take no layouts).
+// CHECK-LABEL: func.func @sixteen_bit_keeps_copies
+// CHECK: ortc.transpose
+// CHECK-NOT: ortc.strided_view
+func.func @sixteen_bit_keeps_copies(%x: tensor<2x4x8xbf16>, %w: tensor<2x4x4xbf16>) -> tensor<2x8x4xf32> {
+  %t = ortc.transpose %x, [0, 2, 1] : tensor<2x4x8xbf16> -> tensor<2x8x4xbf16>
+  %m = ortc.matmul %t, %w {f32_result = true} : tensor<2x8x4xbf16>, tensor<2x4x4xbf16> -> tensor<2x8x4xf32>
+  return %m : tensor<2x8x4xf32>
+}

@@ -202,6 +202,39 @@ TEST(Matmul, StridedBroadcastOperand) {
     }
 }
 
+// Attention's heads read where they lie (kernel formation's strided views): q and k of
+// head h are columns [h*D, (h+1)*D) of the q and k thirds of a [B, T, 3C] projection,
+// k read transposed; the scores are written into a [B, T, H, T] buffer (a permuted
+// result), as the reference computes them from gathered copies.
+TEST(Matmul, LayoutsReadAttentionHeadsInPlace) {
+  const int64_t Bn = 3, T = 5, H = 2, D = 4, C = H * D, batch = Bn * H;
+  Vec qkv = randVec(Bn * T * 3 * C);
+  Vec q(batch * T * D), k(batch * T * D);
+  for (int64_t b = 0; b < Bn; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          q[((b * H + h) * T + t) * D + d] = qkv[(b * T + t) * 3 * C + h * D + d];
+          k[((b * H + h) * T + t) * D + d] = qkv[(b * T + t) * 3 * C + C + h * D + d];
+        }
+  Vec want = refMatmul(q, k, batch, T, T, D, false, true);
+  const MatLayout heads{3 * C, H, T * 3 * C, D}, scores{H * T, H, T * H * T, T};
+  auto check = [&](const auto &x) {
+    using E = typename std::decay_t<decltype(x)>::value_type;
+    std::vector<E> out(Bn * T * H * T, E(42));
+    matmulLayout(x.data(), heads, x.data() + C, heads, out.data(), scores, batch, T, T, D,
+                 false, true);
+    for (int64_t b = 0; b < Bn; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < T; ++j)
+            EXPECT_NEAR(out[((b * T + i) * H + h) * T + j], want[((b * H + h) * T + i) * T + j],
+                        (std::is_same<E, float>::value ? 1e-5 : 1e-12));
+  };
+  check(qkv);
+  check(toFloat(qkv));
+}
+
 TEST(Matmul, EmptyInnerDimension) {
   Vec C(6, 3.0);
   matmul<double>(nullptr, nullptr, C.data(), 1, 2, 3, 0, false, false);
