@@ -760,6 +760,35 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
   std::string T = cType(typeOf(res).getElementType());
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
   auto b = [](bool v) { return v ? "true" : "false"; };
+  // A float32 GEMM through layouts (matmulLayout): operands read through strided views
+  // (kernel formation) or contiguous, the product [batch..., M, N] written where `lc`
+  // says from `c`.
+  auto layoutGemm = [&](Value a, Value bv, bool transA, bool transB, ArrayRef<int64_t> ys,
+                        const std::string &c, MatrixLayout lc) {
+    size_t r = ys.size();
+    int64_t k = typeOf(a).getDimSize(r - (transA ? 2 : 1));
+    auto literal = [](const MatrixLayout &l) {
+      return "{" + std::to_string(l.ld) + ", " + std::to_string(l.inner) + ", " +
+             std::to_string(l.outerStride) + ", " + std::to_string(l.innerStride) + "}";
+    };
+    auto operand = [&](Value v, bool trans, int64_t rows, int64_t cols) {
+      MatrixLayout l{cols, 1, rows * cols, 0, false}; // stored [rows, cols], contiguous
+      std::string p;
+      if (auto view = v.getDefiningOp<StridedViewOp>()) {
+        l = *view.getMatrixLayout();
+        p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
+      } else {
+        p = typed(v);
+      }
+      return std::make_pair(p + ", " + literal(l), b(trans != l.transposed));
+    };
+    int64_t m = ys[r - 2], n = ys[r - 1];
+    auto [pa, ta] = operand(a, transA, transA ? k : m, transA ? m : k);
+    auto [pb, tb] = operand(bv, transB, transB ? n : k, transB ? k : n);
+    body << "  " << lib << "matmulLayout(" << pa << ", " << pb << ", " << c << ", "
+         << literal(lc) << ", " << dimProduct(ys, 0, r - 2) << ", " << m << ", " << n << ", "
+         << k << ", " << ta << ", " << tb << callTail << ");\n";
+  };
   return llvm::TypeSwitch<Operation *, bool>(op)
       .Case([&](BroadcastToOp bc) {
         auto in = typeOf(bc.getX()).getShape();
@@ -882,31 +911,9 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         auto viewA = m.getA().getDefiningOp<StridedViewOp>();
         auto viewB = m.getB().getDefiningOp<StridedViewOp>();
         if (viewA || viewB) {
-          // Operands read through strided views (kernel formation): their layouts.
-          auto operand = [&](Value v, StridedViewOp view, bool trans, int64_t rows,
-                             int64_t cols) {
-            MatrixLayout l{trans ? rows : cols, 1, rows * cols, 0, false};
-            std::string p;
-            if (view) {
-              l = *view.getMatrixLayout();
-              p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
-            } else {
-              p = typed(v);
-            }
-            return std::make_pair(p + ", {" + std::to_string(l.ld) + ", " +
-                                      std::to_string(l.inner) + ", " +
-                                      std::to_string(l.outerStride) + ", " +
-                                      std::to_string(l.innerStride) + "}",
-                                  b(trans != l.transposed));
-          };
-          int64_t rowsA = m.getTransA() ? k : ys[r - 2], colsA = m.getTransA() ? ys[r - 2] : k;
-          int64_t rowsB = m.getTransB() ? ys[r - 1] : k, colsB = m.getTransB() ? k : ys[r - 1];
-          auto [pa, ta] = operand(m.getA(), viewA, m.getTransA(), rowsA, colsA);
-          auto [pb, tb] = operand(m.getB(), viewB, m.getTransB(), rowsB, colsB);
-          body << "  " << lib << "matmulLayout(" << pa << ", " << pb << ", " << typed(res, true)
-               << ", {" << ys[r - 1] << ", 1, " << ys[r - 2] * ys[r - 1] << ", 0}, " << batch
-               << ", " << ys[r - 2] << ", " << ys[r - 1] << ", " << k << ", " << ta << ", " << tb
-               << callTail << ");\n";
+          int64_t n = ys[r - 1];
+          layoutGemm(m.getA(), m.getB(), m.getTransA(), m.getTransB(), ys,
+                     typed(res, true), MatrixLayout{n, 1, ys[r - 2] * n, 0, false});
           return true;
         }
         const char *name = wide ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
@@ -914,6 +921,18 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
              << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
              << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB())
              << (accum.empty() ? "" : ", " + accum) << callTail << ");\n";
+        return true;
+      })
+      .Case([&](MatMulIntoOp m) {
+        // The product into its slot of dest's buffer (the memory plan gives the result
+        // that buffer; where it could not, dest is copied first, unless it is an
+        // ortc.empty that the GEMMs fill).
+        if (!m.getDest().getDefiningOp<EmptyOp>() && ptr(m.getDest()) != ptr(res))
+          emitCopy(ptr(res), ptr(m.getDest()), byteSize(res));
+        SmallVector<int64_t> ys = m.getProductShape();
+        layoutGemm(m.getA(), m.getB(), m.getTransA(), m.getTransB(), ys,
+                   "(" + typed(res, true) + " + " + std::to_string(m.getOffset()) + ")",
+                   *matrixLayout(ys, m.getStrides()));
         return true;
       })
       .Case([&](ConvOp c) {
@@ -1151,7 +1170,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   });
   kernelName = kNamePlaceholder;
   for (Operation &op : f.getBody().front()) {
-    if (isa<ConstantOp, WeightOp, ReshapeOp, StridedViewOp>(op))
+    if (isa<ConstantOp, WeightOp, ReshapeOp, StridedViewOp, EmptyOp>(op))
       continue;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results not already written in place are copied into their tensors.
@@ -1188,6 +1207,9 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
     for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
       if (!splatValue(v) && counted.insert(v).second)
         bytes += byteSize(v);
+    if (auto into = dyn_cast<MatMulIntoOp>(op)) // only the product's slot is written
+      bytes = byteSize(into.getA()) + byteSize(into.getB()) +
+              dimProduct(into.getProductShape(), 0, into.getProductShape().size()) * 4;
     if (auto fused = dyn_cast<FusedOp>(op)) {
       // One kernel for several ONNX nodes: the comment and the launch name them all.
       std::string nodes = fusedNodes(fused);

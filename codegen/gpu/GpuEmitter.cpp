@@ -449,6 +449,13 @@ std::string GpuPrinter::launchShape(Operation *op) {
                std::to_string(dimProduct(typeOf(m.getA()).getShape(), 0, r - 2)) +
                " blocks of 256 threads (64x64 tiles)";
       })
+      .Case([&](MatMulIntoOp m) {
+        SmallVector<int64_t> ys = m.getProductShape();
+        size_t r = ys.size();
+        return "ortc tiled GEMM into a strided slot of its result: " +
+               std::to_string((ys[r - 1] + 63) / 64) + " x " + std::to_string((ys[r - 2] + 63) / 64) +
+               " x " + std::to_string(dimProduct(ys, 0, r - 2)) + " blocks of 256 threads (64x64 tiles)";
+      })
       .Case<ConvOp, ConvGradWeightOp>([&](auto) { return std::string(implicitGemm); })
       .Case([&](ConvGradInputOp) {
         return std::string("gathered dy taps as a tiled GEMM (no atomics), 64x64 tiles of 256 threads");

@@ -527,6 +527,33 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         set(m.getResult(), std::move(out));
         return success();
       })
+      .Case([&](EmptyOp e) {
+        set(e.getResult(), make(e.getResult()));
+        return success();
+      })
+      .Case([&](MatMulIntoOp m) {
+        // The product as ortc.matmul computes it, scattered into a copy of dest.
+        SmallVector<int64_t> ps = m.getProductShape();
+        Shape a = shapeOf(m.getA()), prod(ps.begin(), ps.end());
+        size_t r = a.size();
+        int64_t batch = product(a, 0, r - 2), M = prod[r - 2], N = prod[r - 1];
+        int64_t K = m.getTransA() ? a[r - 2] : a[r - 1];
+        std::vector<T> p(static_cast<size_t>(batch * M * N));
+        kern::matmul(get(m.getA()).f.data(), get(m.getB()).f.data(), p.data(), batch, M, N, K,
+                     m.getTransA(), m.getTransB());
+        EvalTensor<T> out = get(m.getDest());
+        ArrayRef<int64_t> strides = m.getStrides();
+        for (size_t e = 0; e < p.size(); ++e) {
+          int64_t at = m.getOffset(), rest = static_cast<int64_t>(e);
+          for (size_t d = prod.size(); d-- > 0;) {
+            at += (rest % prod[d]) * strides[d];
+            rest /= prod[d];
+          }
+          out.f[at] = p[e];
+        }
+        set(m.getResult(), std::move(out));
+        return success();
+      })
       .Case([&](ConvOp c) {
         EvalTensor<T> out = make(c.getResult());
         auto g = convGeom(shapeOf(c.getX()), shapeOf(c.getW()), out.shape, c.getStrides(),

@@ -4,6 +4,9 @@
 //  0. A float32 matmul operand made by slices, reshapes and transposes of one tensor
 //     is read through an ortc.strided_view of it where a GEMM can take that layout
 //     (readMatmulOperandsThroughViews): attention's heads are not copied out.
+//     A concat or transpose of GEMM products is written by the GEMMs in place
+//     (ortc.matmul_into, writeMatmulProductsInPlace): the heads are merged, and the
+//     q, k, v gradients concatenated, as they are computed.
 //  0. A cheap pointwise op read only through broadcasts moves into them
 //     (sinkIntoBroadcasts): its readers recompute it per element.
 //  1. Walk the ops in order. A pointwise op (FusionOpInterface) starts a group of
@@ -146,7 +149,7 @@ std::optional<Layout> layoutOf(Value v, Value &root, bool &moved) {
   if (auto view = dyn_cast_or_null<StridedViewOp>(p)) {
     root = view.getX();
     moved = true;
-    return Layout{view.getOffset(), llvm::to_vector(shapeOf(v)),
+    return Layout{static_cast<int64_t>(view.getOffset()), llvm::to_vector(shapeOf(v)),
                   llvm::to_vector(view.getStrides())};
   }
   if (!isa_and_nonnull<ReshapeOp, TransposeOp, SliceOp>(p)) {
@@ -229,11 +232,124 @@ void readMatmulOperandsThroughViews(Block &body) {
   }
 }
 
+/// A float32 GEMM whose product may be written through a layout.
+bool isPlainF32Gemm(MatMulOp mm) {
+  return !accumulationOf(mm) &&
+         cast<RankedTensorType>(mm.getA().getType()).getElementType().isF32();
+}
+
+/// Follows `v`, laid out as `l` in a destination buffer, down through reshapes,
+/// transposes and concats whose results have no other reader to the GEMMs that
+/// compute its elements: each GEMM's product with its layout in the destination.
+bool productsOf(Value v, const Layout &l, SmallVectorImpl<std::pair<MatMulOp, Layout>> &out,
+                SmallVectorImpl<Operation *> &chain) {
+  Operation *p = v.getDefiningOp();
+  if (auto mm = dyn_cast_or_null<MatMulOp>(p)) {
+    if (!isPlainF32Gemm(mm))
+      return false;
+    out.push_back({mm, l});
+    return true;
+  }
+  if (!isa_and_nonnull<ReshapeOp, TransposeOp, ConcatOp>(p) ||
+      llvm::any_of(p->getOperands(), [](Value in) { return !in.hasOneUse(); }))
+    return false;
+  chain.push_back(p);
+  if (auto concat = dyn_cast<ConcatOp>(p)) {
+    int64_t at = l.offset, axis = concat.getAxis();
+    for (Value in : concat.getInputs()) {
+      Layout li{at, llvm::to_vector(shapeOf(in)), l.strides};
+      if (!productsOf(in, li, out, chain))
+        return false;
+      at += shapeOf(in)[axis] * l.strides[axis];
+    }
+    return true;
+  }
+  Value in = p->getOperand(0);
+  Layout li{l.offset, llvm::to_vector(shapeOf(in)), {}};
+  if (auto t = dyn_cast<TransposeOp>(p)) {
+    li.strides.assign(li.shape.size(), 0);
+    for (auto [d, from] : llvm::enumerate(t.getPerm()))
+      li.strides[from] = l.strides[d];
+  } else {
+    std::optional<SmallVector<int64_t>> st = reshapeStrides(l.shape, l.strides, li.shape);
+    if (!st)
+      return false;
+    li.strides = std::move(*st);
+  }
+  return productsOf(in, li, out, chain);
+}
+
+/// 0b. A concat or transpose whose elements all come from float32 GEMMs through
+/// reshapes, transposes and concats (the merge of attention's heads; the q, k, v
+/// gradients concatenated into the QKV projection's) is not launched: each GEMM writes
+/// its product into its slot of one buffer (ortc.empty, chained through
+/// ortc.matmul_into in program order). A product whose slot has unit-stride rows
+/// rather than columns is computed transposed (C^T = op(B)^T op(A)^T).
+void writeMatmulProductsInPlace(Block &body) {
+  SmallVector<Operation *> candidates;
+  for (Operation &op : body.without_terminator())
+    if (isa<ConcatOp, TransposeOp>(op))
+      candidates.push_back(&op);
+  DenseSet<Operation *> erased;
+  for (Operation *d : llvm::reverse(candidates)) {
+    if (erased.count(d))
+      continue;
+    Value dest = d->getResult(0);
+    Layout l{0, llvm::to_vector(shapeOf(dest)), {}};
+    l.strides.assign(l.shape.size(), 1);
+    for (size_t i = l.shape.size(); i-- > 1;)
+      l.strides[i - 1] = l.strides[i] * l.shape[i];
+    SmallVector<std::pair<MatMulOp, Layout>> products;
+    SmallVector<Operation *> chain;
+    if (llvm::is_contained(l.shape, 0) || !productsOf(dest, l, products, chain))
+      continue;
+    struct Write {
+      MatMulOp mm;
+      Value a, b;
+      bool ta, tb;
+      Layout slot;
+    };
+    SmallVector<Write> writes;
+    for (auto &[mm, slot] : products) {
+      Write w{mm, mm.getA(), mm.getB(), mm.getTransA(), mm.getTransB(), slot};
+      std::optional<MatrixLayout> ml = matrixLayout(slot.shape, slot.strides);
+      if (ml && ml->transposed) {
+        size_t r = slot.shape.size();
+        std::swap(slot.shape[r - 2], slot.shape[r - 1]);
+        std::swap(slot.strides[r - 2], slot.strides[r - 1]);
+        w = Write{mm, mm.getB(), mm.getA(), !mm.getTransB(), !mm.getTransA(), slot};
+        ml = matrixLayout(slot.shape, slot.strides);
+      }
+      if (!ml || ml->transposed)
+        break;
+      writes.push_back(w);
+    }
+    if (writes.size() != products.size())
+      continue;
+    llvm::sort(writes, [](const Write &x, const Write &y) { return x.mm->isBeforeInBlock(y.mm); });
+    OpBuilder b(writes.front().mm);
+    Value into = EmptyOp::create(b, d->getLoc(), dest.getType());
+    for (Write &w : writes) {
+      b.setInsertionPoint(w.mm);
+      into = MatMulIntoOp::create(b, w.mm.getLoc(), dest.getType(), w.a, w.b, into, w.ta, w.tb,
+                                  w.slot.offset, w.slot.strides);
+    }
+    dest.replaceAllUsesWith(into);
+    for (Operation *op : chain) { // producers after their readers: top down
+      erased.insert(op);
+      op->erase();
+    }
+    for (Write &w : writes)
+      w.mm.erase();
+  }
+}
+
 struct KernelFormer {
   void formKernels(func::FuncOp fn) {
     Block &body = fn.getBody().front();
     sinkIntoBroadcasts(body);
     readMatmulOperandsThroughViews(body);
+    writeMatmulProductsInPlace(body);
     DenseMap<Operation *, unsigned> pos;
     for (auto [i, op] : llvm::enumerate(body.getOperations()))
       pos[&op] = i;

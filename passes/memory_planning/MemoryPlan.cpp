@@ -17,7 +17,8 @@
 //     strided_view results are views that extend the life of the tensor they alias.
 //  4. Allocate in schedule order with best fit over a coalescing free list. An
 //     elementwise op reuses the slot of an operand that dies at it (in place), as a
-//     RowInPlace op (cross-entropy's gradient) reuses its first operand's.
+//     RowInPlace op (cross-entropy's gradient) reuses its first operand's and a
+//     matmul_into its dest's.
 //  5. Re-pack the same lifetimes "greedy by size" and keep the smaller plan.
 //  6. Report the arena size and the lower bound: the most bytes live at once.
 //
@@ -78,6 +79,10 @@ bool inPlaceSafe(Operation *op, Value in) {
     return llvm::all_of(op->getOpOperands(), [&](OpOperand &o) {
       return rootOf(o.get()) != rootOf(in) || o.getOperandNumber() == 0;
     });
+  // A GEMM writing into its dest's buffer, where its operands are not in it.
+  if (auto into = dyn_cast<MatMulIntoOp>(op))
+    return rootOf(in) == rootOf(into.getDest()) && rootOf(into.getA()) != rootOf(in) &&
+           rootOf(into.getB()) != rootOf(in);
   return op->hasTrait<OpTrait::Elementwise>() || isa<SgdUpdateOp, AdamWUpdateOp>(op);
 }
 
@@ -361,7 +366,7 @@ LogicalResult planMemory(func::FuncOp fn) {
       int64_t end = std::max<int64_t>(lastUse.lookup(r), i);
       std::optional<unsigned> slot;
       if (op->hasTrait<OpTrait::Elementwise>() || op->hasTrait<ortc::trait::RowInPlace>() ||
-          isa<FusedOp>(op))
+          isa<FusedOp, MatMulIntoOp>(op))
         for (Value in : op->getOperands()) {
           Value root = rootOf(in);
           auto it = slotOf.find(root);

@@ -1690,23 +1690,15 @@ struct MatLayout {
     return (b / inner) * outerStride + (b % inner) * innerStride;
   }
 };
-/// Operands and result read and written through MatLayouts (strided views).
-template <typename T> struct LayoutA {
+/// An operand read through a MatLayout (a strided view): element (i, j) of op(X[b]),
+/// the stored matrix read transposed when `trans` (A's (m, k), B's (k, n)).
+template <typename T> struct LayoutOperand {
   const T *p;
   MatLayout l;
   bool trans;
-  __device__ T operator()(int64_t b, int64_t m, int64_t k) const {
+  __device__ T operator()(int64_t b, int64_t i, int64_t j) const {
     const T *q = p + l.at(b);
-    return trans ? q[k * l.ld + m] : q[m * l.ld + k];
-  }
-};
-template <typename T> struct LayoutB {
-  const T *p;
-  MatLayout l;
-  bool trans;
-  __device__ T operator()(int64_t b, int64_t k, int64_t n) const {
-    const T *q = p + l.at(b);
-    return trans ? q[n * l.ld + k] : q[k * l.ld + n];
+    return trans ? q[j * l.ld + i] : q[i * l.ld + j];
   }
 };
 template <typename T> struct LayoutC {
@@ -1748,10 +1740,6 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N, i
             ortcStream_t s) {
   matmulAccum(A, B, C, batch, M, N, K, transA, transB, Accum(), s);
 }
-template <typename T>
-__global__ void ORTC_LAUNCH_BOUNDS(kBlock) zeroMatricesKernel(T *C, MatLayout l, int64_t M, int64_t N, int64_t n) {
-  ORTC_FOR(i, n) C[l.at(i / (M * N)) + (i / N % M) * l.ld + i % N] = T(0);
-}
 /// C[b] = op(A[b]) @ op(B[b]), each matrix where its layout says (the CPU's
 /// matmulLayout): the tiled kernel, which reads the strided operands as it loads its tiles.
 template <typename T>
@@ -1759,11 +1747,9 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
                   int64_t N, int64_t K, bool transA, bool transB, ortcStream_t s) {
   if (batch <= 0 || M <= 0 || N <= 0)
     return;
-  if (K == 0) {
-    zeroMatricesKernel<<<gridFor(batch * M * N), kBlock, 0, s>>>(C, lc, M, N, batch * M * N);
-    return;
-  }
-  gemmTiled<T>(batch, M, N, K, LayoutA<T>{A, la, transA}, LayoutB<T>{B, lb, transB}, LayoutC<T>{C, lc}, Accum(), s);
+  // K == 0 too: the tiles' sums stay 0 and are stored.
+  gemmTiled<T>(batch, M, N, K, LayoutOperand<T>{A, la, transA}, LayoutOperand<T>{B, lb, transB}, LayoutC<T>{C, lc},
+               Accum(), s);
 }
 /// matmul of 16-bit operands (ortc_bf16 / ortc_half) into C, summed in float: a float C
 /// (matmul f32_result) or one of the operands' type, each sum rounded as it is stored.

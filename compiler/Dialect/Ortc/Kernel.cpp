@@ -105,4 +105,46 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+SmallVector<int64_t> MatMulIntoOp::getProductShape() {
+  ArrayRef<int64_t> as = getA().getType().getShape(), bs = getB().getType().getShape();
+  const size_t r = as.size();
+  SmallVector<int64_t> shape(as.drop_back(2));
+  shape.push_back(as[r - (getTransA() ? 1 : 2)]);
+  shape.push_back(bs[r - (getTransB() ? 2 : 1)]);
+  return shape;
+}
+
+LogicalResult MatMulIntoOp::verify() {
+  auto a = getA().getType(), b = getB().getType();
+  const int64_t r = a.getRank();
+  if (r < 2 || b.getRank() != r || a.getShape().drop_back(2) != b.getShape().drop_back(2))
+    return emitOpError("operands need equal rank >= 2 and equal batch dims");
+  if (!a.getElementType().isF32() || !b.getElementType().isF32() ||
+      getDest().getType() != getType() || !getType().getElementType().isF32())
+    return emitOpError("takes float32 operands and a float32 dest of the result's type");
+  if (a.getDimSize(r - (getTransA() ? 2 : 1)) != b.getDimSize(r - (getTransB() ? 1 : 2)))
+    return emitOpError("contraction sizes differ");
+  SmallVector<int64_t> shape = getProductShape();
+  ArrayRef<int64_t> strides = getStrides();
+  if (strides.size() != shape.size())
+    return emitOpError("needs one stride per product dim");
+  int64_t last = getOffset();
+  for (auto [n, s] : llvm::zip(shape, strides)) {
+    if (s < 0)
+      return emitOpError("has a negative stride");
+    last += (n - 1) * s;
+  }
+  int64_t elements = 1;
+  for (int64_t n : getType().getShape())
+    elements *= n;
+  if (llvm::is_contained(shape, 0))
+    return success();
+  if (getOffset() < 0 || last >= elements)
+    return emitOpError("writes outside its dest");
+  std::optional<MatrixLayout> l = matrixLayout(shape, strides);
+  if (!l || l->transposed)
+    return emitOpError("writes a slot a GEMM cannot write (rows need unit-stride columns)");
+  return success();
+}
+
 } // namespace ortc

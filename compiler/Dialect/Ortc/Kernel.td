@@ -53,4 +53,43 @@ def Ortc_YieldOp : Ortc_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
+def Ortc_EmptyOp : Ortc_Op<"empty", []> {
+  let summary = "A buffer whose every element ortc.matmul_into ops write";
+  let description = [{
+    Not pure: two of them are two buffers (CSE must not merge them). Codegen
+    launches nothing for it; the memory plan gives it a slot. The evaluator
+    fills it with zeros.
+  }];
+  let results = (outs Ortc_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Ortc_MatMulIntoOp : Ortc_Op<"matmul_into", [Pure]> {
+  let summary = "dest with the product op(a) x op(b) written into a strided slot of it";
+  let description = [{
+    The product is ortc.matmul's ([batch..., M, N], float32 operands, float32
+    sums); its element `idx` lands at offset + sum(idx[d] * strides[d]) of the
+    result, whose other elements are dest's. Kernel formation (passes/fusion)
+    makes it from a matmul whose product is only transposed and reshaped (the
+    merge of attention's heads) or concatenated (the q, k, v gradients into the
+    QKV projection's), chained through one ortc.empty: the memory plan gives the
+    result dest's buffer (dest has no other reader) and codegen passes the slot
+    to the GEMM as its result layout, so neither the transpose nor the concat is
+    launched. The slot has unit-stride columns (matrixLayout, not transposed).
+  }];
+  let arguments = (ins Ortc_FloatTensor:$a, Ortc_FloatTensor:$b, Ortc_FloatTensor:$dest,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                       I64Attr:$offset, DenseI64ArrayAttr:$strides);
+  let results = (outs Ortc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $a `,` $b `into` $dest attr-dict `:` type($a) `,` type($b) `,` type($dest) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The product's shape: [batch..., M, N].
+    ::llvm::SmallVector<int64_t> getProductShape();
+  }];
+}
+
 #endif // ORTC_KERNEL_TD

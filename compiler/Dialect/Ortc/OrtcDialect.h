@@ -62,6 +62,10 @@ struct MatrixLayout {
   int64_t ld = 0, inner = 1, outerStride = 0, innerStride = 0;
   bool transposed = false;
 };
+/// The layout of a strided tensor of `shape` as a batch of matrices (its last two
+/// dims), or nullopt where a GEMM cannot read or write it so.
+std::optional<MatrixLayout> matrixLayout(llvm::ArrayRef<int64_t> shape,
+                                         llvm::ArrayRef<int64_t> strides);
 /// The elements of all results of `op` together (RecomputeOpInterface's default cost).
 int64_t resultElements(mlir::Operation *op);
 } // namespace ortc

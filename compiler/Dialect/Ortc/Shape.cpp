@@ -237,7 +237,10 @@ LogicalResult StridedViewOp::verify() {
 }
 
 std::optional<MatrixLayout> StridedViewOp::getMatrixLayout() {
-  ArrayRef<int64_t> shape = getType().getShape(), strides = getStrides();
+  return matrixLayout(getType().getShape(), getStrides());
+}
+
+std::optional<MatrixLayout> matrixLayout(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides) {
   const size_t r = shape.size();
   if (r < 2)
     return std::nullopt;

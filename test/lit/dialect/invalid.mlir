@@ -469,3 +469,19 @@ func.func @strided_view_strides(%x: tensor<24xf32>) -> tensor<2x4xf32> {
   %0 = ortc.strided_view %x {offset = 0 : i64, strides = array<i64: 4>} : tensor<24xf32> -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @matmul_into_outside(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %d: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{writes outside its dest}}
+  %0 = ortc.matmul_into %a, %b into %d {offset = 4 : i64, strides = array<i64: 6, 1>} : tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @matmul_into_transposed_slot(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %d: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{writes a slot a GEMM cannot write (rows need unit-stride columns)}}
+  %0 = ortc.matmul_into %a, %b into %d {offset = 0 : i64, strides = array<i64: 1, 4>} : tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

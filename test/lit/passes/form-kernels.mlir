@@ -361,3 +361,64 @@ func.func @sixteen_bit_keeps_copies(%x: tensor<2x4x8xbf16>, %w: tensor<2x4x4xbf1
   %m = ortc.matmul %t, %w {f32_result = true} : tensor<2x8x4xbf16>, tensor<2x4x4xbf16> -> tensor<2x8x4xf32>
   return %m : tensor<2x8x4xf32>
 }
+
+// -----
+
+// The merge of attention's heads: the product [B, H, T, D] is only transposed to
+// [B, T, H, D] and reshaped, so the GEMM writes it there itself (rows H*D apart, heads
+// D apart) into a fresh buffer, and the transpose is gone.
+// CHECK-LABEL: func.func @heads_merged_in_place
+// CHECK: %[[E:.*]] = ortc.empty : tensor<2x16x2x4xf32>
+// CHECK: %[[Y:.*]] = ortc.matmul_into %arg0, %arg1 into %[[E]] {offset = 0 : i64, strides = array<i64: 128, 4, 8, 1>}
+// CHECK: ortc.reshape %[[Y]] : tensor<2x16x2x4xf32> -> tensor<2x16x8xf32>
+// CHECK-NOT: ortc.transpose
+func.func @heads_merged_in_place(%p: tensor<2x2x16x16xf32>, %v: tensor<2x2x16x4xf32>) -> tensor<2x16x8xf32> {
+  %y = ortc.matmul %p, %v : tensor<2x2x16x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x16x4xf32>
+  %t = ortc.transpose %y, [0, 2, 1, 3] : tensor<2x2x16x4xf32> -> tensor<2x16x2x4xf32>
+  %r = ortc.reshape %t : tensor<2x16x2x4xf32> -> tensor<2x16x8xf32>
+  return %r : tensor<2x16x8xf32>
+}
+
+// -----
+
+// The q, k, v gradients concatenated into the QKV projection's: each GEMM writes its
+// third, in program order through one buffer. dk^T's product has unit-stride rows in
+// its slot, so that GEMM computes dk instead (operands swapped, flags flipped).
+// CHECK-LABEL: func.func @qkv_gradients_in_place
+// CHECK: %[[E:.*]] = ortc.empty : tensor<2x16x24xf32>
+// CHECK: %[[Q:.*]] = ortc.matmul_into %arg0, %arg1 into %[[E]] {offset = 0 : i64, strides = array<i64: 384, 4, 24, 1>}
+// CHECK: %[[K:.*]] = ortc.matmul_into %arg0, %arg1 into %[[Q]] {offset = 8 : i64, strides = array<i64: 384, 4, 24, 1>, trans_a = true}
+// CHECK: %[[V:.*]] = ortc.matmul_into %arg0, %arg1 into %[[K]] {offset = 16 : i64, strides = array<i64: 384, 4, 24, 1>}
+// CHECK: return %[[V]]
+// CHECK-NOT: ortc.concat
+func.func @qkv_gradients_in_place(%ds: tensor<2x2x16x16xf32>, %x: tensor<2x2x16x4xf32>) -> tensor<2x16x24xf32> {
+  %dq = ortc.matmul %ds, %x : tensor<2x2x16x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x16x4xf32>
+  %dkt = ortc.matmul %x, %ds {trans_a = true} : tensor<2x2x16x4xf32>, tensor<2x2x16x16xf32> -> tensor<2x2x4x16xf32>
+  %dv = ortc.matmul %ds, %x : tensor<2x2x16x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x16x4xf32>
+  %tq = ortc.transpose %dq, [0, 2, 1, 3] : tensor<2x2x16x4xf32> -> tensor<2x16x2x4xf32>
+  %tk = ortc.transpose %dkt, [0, 3, 1, 2] : tensor<2x2x4x16xf32> -> tensor<2x16x2x4xf32>
+  %tv = ortc.transpose %dv, [0, 2, 1, 3] : tensor<2x2x16x4xf32> -> tensor<2x16x2x4xf32>
+  %rq = ortc.reshape %tq : tensor<2x16x2x4xf32> -> tensor<2x16x8xf32>
+  %rk = ortc.reshape %tk : tensor<2x16x2x4xf32> -> tensor<2x16x8xf32>
+  %rv = ortc.reshape %tv : tensor<2x16x2x4xf32> -> tensor<2x16x8xf32>
+  %c = ortc.concat %rq, %rk, %rv {axis = 2 : i64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x24xf32>
+  return %c : tensor<2x16x24xf32>
+}
+
+// -----
+
+// A product another op also reads stays a matmul; so does a concat with a piece that is
+// not a GEMM's.
+// CHECK-LABEL: func.func @products_read_elsewhere
+// CHECK-NOT: ortc.matmul_into
+// CHECK: ortc.transpose
+// CHECK: ortc.concat
+func.func @products_read_elsewhere(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<2x4x4xf32>)
+    -> (tensor<4x2x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) {
+  %y = ortc.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+  %t = ortc.transpose %y, [1, 0, 2] : tensor<2x4x4xf32> -> tensor<4x2x4xf32>
+  %e = ortc.exp %y : tensor<2x4x4xf32>
+  %y2 = ortc.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+  %cat = ortc.concat %y2, %c {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  return %t, %e, %cat : tensor<4x2x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
