@@ -120,6 +120,14 @@ private:
   std::string launchShape(Operation *op);
 };
 
+/// The grid of the library's tiled GEMM for a product [batch..., M, N].
+static std::string tiledGemmGrid(ArrayRef<int64_t> ys) {
+  size_t r = ys.size();
+  return std::to_string((ys[r - 1] + 63) / 64) + " x " + std::to_string((ys[r - 2] + 63) / 64) +
+         " x " + std::to_string(dimProduct(ys, 0, r - 2)) +
+         " blocks of 256 threads (64x64 tiles)";
+}
+
 /// A generated __global__ kernel for one elementwise op and its launcher body.
 void GpuPrinter::elementwiseKernel(Operation *op, Value res) {
   SmallVector<Value> params;
@@ -438,23 +446,16 @@ std::string GpuPrinter::launchShape(Operation *op) {
       })
       .Case([&](ReduceProdGradOp g) { return grid(g.getDy(), "one row per thread"); })
       .Case([&](MatMulOp m) {
-        auto ys = typeOf(res).getShape();
-        size_t r = ys.size();
         // Strided-view operands (kernel formation) read as the tiles load: ortc's GEMM.
         bool views = m.getA().getDefiningOp<StridedViewOp>() ||
                      m.getB().getDefiningOp<StridedViewOp>();
         return std::string(target.vendorCode.empty() || views ? "" : "vendor BLAS, else ") +
-               "ortc tiled GEMM" + (views ? " over strided operands: " : ": ") + std::to_string((ys[r - 1] + 63) / 64) + " x " +
-               std::to_string((ys[r - 2] + 63) / 64) + " x " +
-               std::to_string(dimProduct(typeOf(m.getA()).getShape(), 0, r - 2)) +
-               " blocks of 256 threads (64x64 tiles)";
+               "ortc tiled GEMM" + (views ? " over strided operands: " : ": ") +
+               tiledGemmGrid(typeOf(res).getShape());
       })
       .Case([&](MatMulIntoOp m) {
-        SmallVector<int64_t> ys = m.getProductShape();
-        size_t r = ys.size();
         return "ortc tiled GEMM into a strided slot of its result: " +
-               std::to_string((ys[r - 1] + 63) / 64) + " x " + std::to_string((ys[r - 2] + 63) / 64) +
-               " x " + std::to_string(dimProduct(ys, 0, r - 2)) + " blocks of 256 threads (64x64 tiles)";
+               tiledGemmGrid(m.getProductShape());
       })
       .Case<ConvOp, ConvGradWeightOp>([&](auto) { return std::string(implicitGemm); })
       .Case([&](ConvGradInputOp) {
