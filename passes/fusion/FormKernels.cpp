@@ -1,14 +1,14 @@
 //===- FormKernels.cpp - Partition step functions into ortc.fused kernels -===//
 //
 // Algorithm (per function, over its one block):
-//  0. A float32 matmul operand made by slices, reshapes and transposes of one tensor
+//  0a. A cheap pointwise op read only through broadcasts moves into them
+//     (sinkIntoBroadcasts): its readers recompute it per element.
+//  0b. A float32 matmul operand made by slices, reshapes and transposes of one tensor
 //     is read through an ortc.strided_view of it where a GEMM can take that layout
 //     (readMatmulOperandsThroughViews): attention's heads are not copied out.
-//     A concat or transpose of GEMM products is written by the GEMMs in place
+//  0c. A concat or transpose of GEMM products is written by the GEMMs in place
 //     (ortc.matmul_into, writeMatmulProductsInPlace): the heads are merged, and the
 //     q, k, v gradients concatenated, as they are computed.
-//  0. A cheap pointwise op read only through broadcasts moves into them
-//     (sinkIntoBroadcasts): its readers recompute it per element.
 //  1. Walk the ops in order. A pointwise op (FusionOpInterface) starts a group of
 //     its own, then merges with the group of every pointwise producer of the same
 //     iteration shape, when legal: the merged kernel runs where its last op stands,
@@ -186,7 +186,7 @@ std::optional<Layout> layoutOf(Value v, Value &root, bool &moved) {
   return out;
 }
 
-/// 0. A float32 matmul operand computed by slices and transposes of a tensor
+/// 0b. A float32 matmul operand computed by slices and transposes of a tensor
 /// (attention's heads: slice -> reshape -> transpose of the QKV projection) is read
 /// through a strided view of that tensor, where the GEMM can read the view as its
 /// operand's layout (StridedViewOp::getMatrixLayout): the copies are never made. The
@@ -279,7 +279,7 @@ bool productsOf(Value v, const Layout &l, SmallVectorImpl<std::pair<MatMulOp, La
   return productsOf(in, li, out, chain);
 }
 
-/// 0b. A concat or transpose whose elements all come from float32 GEMMs through
+/// 0c. A concat or transpose whose elements all come from float32 GEMMs through
 /// reshapes, transposes and concats (the merge of attention's heads; the q, k, v
 /// gradients concatenated into the QKV projection's) is not launched: each GEMM writes
 /// its product into its slot of one buffer (ortc.empty, chained through
