@@ -41,6 +41,16 @@ int64_t product(const Shape &s, size_t from = 0, size_t to = SIZE_MAX) {
   return p;
 }
 
+/// Where element `e` (row-major in `shape`) of a strided layout lies: offset +
+/// sum(index[d] * strides[d]) (ortc.strided_view, ortc.matmul_into).
+int64_t stridedAt(int64_t e, const Shape &shape, int64_t offset, ArrayRef<int64_t> strides) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    offset += (e % shape[d]) * strides[d];
+    e /= shape[d];
+  }
+  return offset;
+}
+
 /// `v` as a tensor of element type `to` holds it: 16-bit floats rounded through float (as
 /// the generated code and PyTorch round), other types as they are.
 double stored(double v, Type to) {
@@ -318,11 +328,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
         ArrayRef<int64_t> strides = view.getStrides();
         const int64_t n = product(out.shape, 0);
         for (int64_t e = 0; e < n; ++e) {
-          int64_t at = view.getOffset(), rest = e;
-          for (size_t d = out.shape.size(); d-- > 0;) {
-            at += (rest % out.shape[d]) * strides[d];
-            rest /= out.shape[d];
-          }
+          int64_t at = stridedAt(e, out.shape, view.getOffset(), strides);
           if (out.isFloat)
             out.f[e] = x.f[at];
           else
@@ -543,14 +549,8 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
                      m.getTransA(), m.getTransB());
         EvalTensor<T> out = get(m.getDest());
         ArrayRef<int64_t> strides = m.getStrides();
-        for (size_t e = 0; e < p.size(); ++e) {
-          int64_t at = m.getOffset(), rest = static_cast<int64_t>(e);
-          for (size_t d = prod.size(); d-- > 0;) {
-            at += (rest % prod[d]) * strides[d];
-            rest /= prod[d];
-          }
-          out.f[at] = p[e];
-        }
+        for (size_t e = 0; e < p.size(); ++e)
+          out.f[stridedAt(static_cast<int64_t>(e), prod, m.getOffset(), strides)] = p[e];
         set(m.getResult(), std::move(out));
         return success();
       })

@@ -101,6 +101,21 @@ struct Layout {
   SmallVector<int64_t> shape, strides;
 };
 
+/// A row-major tensor of `shape` at offset 0 of its own buffer.
+Layout contiguousLayout(ArrayRef<int64_t> shape) {
+  Layout l{0, llvm::to_vector(shape), {}};
+  l.strides.assign(l.shape.size(), 1);
+  for (size_t d = l.shape.size(); d-- > 1;)
+    l.strides[d - 1] = l.strides[d] * l.shape[d];
+  return l;
+}
+
+/// A float32 GEMM without emulated accumulation: its library path takes layouts.
+bool isPlainF32Gemm(MatMulOp mm) {
+  return !accumulationOf(mm) &&
+         cast<RankedTensorType>(mm.getA().getType()).getElementType().isF32();
+}
+
 /// The strides of `ns` over the same elements as (os, ot), if a reshape keeps them
 /// one strided layout: each group of dims it merges or splits must be contiguous.
 std::optional<SmallVector<int64_t>> reshapeStrides(ArrayRef<int64_t> os, ArrayRef<int64_t> ot,
@@ -154,11 +169,7 @@ std::optional<Layout> layoutOf(Value v, Value &root, bool &moved) {
   }
   if (!isa_and_nonnull<ReshapeOp, TransposeOp, SliceOp>(p)) {
     root = v;
-    Layout l{0, llvm::to_vector(shapeOf(v)), {}};
-    l.strides.assign(l.shape.size(), 1);
-    for (size_t d = l.shape.size(); d-- > 1;)
-      l.strides[d - 1] = l.strides[d] * l.shape[d];
-    return l;
+    return contiguousLayout(shapeOf(v));
   }
   std::optional<Layout> in = layoutOf(p->getOperand(0), root, moved);
   if (!in)
@@ -196,8 +207,7 @@ void readMatmulOperandsThroughViews(Block &body) {
   llvm::SetVector<Operation *> dead;
   for (Operation &op : body.without_terminator()) {
     auto mm = dyn_cast<MatMulOp>(&op);
-    if (!mm || accumulationOf(mm) ||
-        !cast<RankedTensorType>(mm.getA().getType()).getElementType().isF32())
+    if (!mm || !isPlainF32Gemm(mm))
       continue;
     for (OpOperand &use : mm->getOpOperands()) {
       Value v = use.get(), root;
@@ -230,12 +240,6 @@ void readMatmulOperandsThroughViews(Block &body) {
     if (in)
       dead.insert(in);
   }
-}
-
-/// A float32 GEMM whose product may be written through a layout.
-bool isPlainF32Gemm(MatMulOp mm) {
-  return !accumulationOf(mm) &&
-         cast<RankedTensorType>(mm.getA().getType()).getElementType().isF32();
 }
 
 /// Follows `v`, laid out as `l` in a destination buffer, down through reshapes,
@@ -295,10 +299,7 @@ void writeMatmulProductsInPlace(Block &body) {
     if (erased.count(d))
       continue;
     Value dest = d->getResult(0);
-    Layout l{0, llvm::to_vector(shapeOf(dest)), {}};
-    l.strides.assign(l.shape.size(), 1);
-    for (size_t i = l.shape.size(); i-- > 1;)
-      l.strides[i - 1] = l.strides[i] * l.shape[i];
+    Layout l = contiguousLayout(shapeOf(dest));
     SmallVector<std::pair<MatMulOp, Layout>> products;
     SmallVector<Operation *> chain;
     if (llvm::is_contained(l.shape, 0) || !productsOf(dest, l, products, chain))

@@ -7,6 +7,7 @@
 // pointwise ops that compute its operands and consume its result).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Dialect/Ortc/Builders.h"
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 
 using namespace mlir;
@@ -134,12 +135,9 @@ LogicalResult MatMulIntoOp::verify() {
       return emitOpError("has a negative stride");
     last += (n - 1) * s;
   }
-  int64_t elements = 1;
-  for (int64_t n : getType().getShape())
-    elements *= n;
   if (llvm::is_contained(shape, 0))
     return success();
-  if (getOffset() < 0 || last >= elements)
+  if (getOffset() < 0 || last >= numElements(getType().getShape()))
     return emitOpError("writes outside its dest");
   std::optional<MatrixLayout> l = matrixLayout(shape, strides);
   if (!l || l->transposed)
