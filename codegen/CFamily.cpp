@@ -411,7 +411,11 @@ KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
   size_t rank = shape.size();
   // Each input's shape right-aligned to the iteration shape (1 where broadcast).
   SmallVector<SmallVector<int64_t>> padded;
-  for (Value in : op.getInputs()) {
+  for (auto [k, in] : llvm::enumerate(op.getInputs())) {
+    if (readByGemmOnly(op, k)) { // not read element by element
+      padded.push_back(SmallVector<int64_t>(rank, 1));
+      continue;
+    }
     ArrayRef<int64_t> s = typeOf(in).getShape();
     SmallVector<int64_t> p(rank - std::min(rank, s.size()), 1);
     p.append(s.begin(), s.end());
@@ -459,9 +463,10 @@ KernelPrinter::PointwiseNest KernelPrinter::pointwiseNest(FusedOp op) {
     }
     nest.strides.push_back(std::move(strides));
   }
-  if (op.getKind() == "rows") {
+  if (op.getKind() == "rows" || op.getKind() == "gemm") {
     // Rows kernel: the row (the last dim) is a dim of its own, split off the run it
-    // was merged into (an input varying along the run is contiguous along it).
+    // was merged into (an input varying along the run is contiguous along it). A
+    // gemm kernel's epilogue runs along the product's rows so.
     int64_t n = shape.empty() ? 1 : shape.back();
     if (n == 1) {
       nest.dims.push_back(1);
@@ -497,6 +502,8 @@ void KernelPrinter::rowPointers(FusedOp op, const PointwiseNest &nest, const std
     os << ";\n";
   }
   for (auto [k, v] : llvm::enumerate(op.getInputs())) {
+    if (readByGemmOnly(op, k))
+      continue;
     std::string offset;
     for (size_t d = 0; d + 1 < rank; ++d)
       if (nest.strides[k][d])
@@ -753,6 +760,57 @@ LogicalResult KernelPrinter::unsupported(Operation *op, const std::string &why,
   return failure();
 }
 
+std::string KernelPrinter::layoutLiteral(const MatrixLayout &l) {
+  return "{" + std::to_string(l.ld) + ", " + std::to_string(l.inner) + ", " +
+         std::to_string(l.outerStride) + ", " + std::to_string(l.innerStride) + "}";
+}
+
+std::string KernelPrinter::gemmOperands(Value a, Value b, bool transA, bool transB,
+                                        ArrayRef<int64_t> ys, std::string &sizes) {
+  auto flag = [](bool v) { return v ? "true" : "false"; };
+  size_t r = ys.size();
+  int64_t k = typeOf(a).getDimSize(r - (transA ? 2 : 1));
+  auto operand = [&](Value v, bool trans, int64_t rows, int64_t cols) {
+    MatrixLayout l{cols, 1, rows * cols, 0, false}; // stored [rows, cols], contiguous
+    std::string p;
+    if (auto view = v.getDefiningOp<StridedViewOp>()) {
+      l = *view.getMatrixLayout();
+      p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
+    } else {
+      p = typed(v);
+    }
+    return std::make_pair(p + ", " + layoutLiteral(l), flag(trans != l.transposed));
+  };
+  int64_t m = ys[r - 2], n = ys[r - 1];
+  auto [pa, ta] = operand(a, transA, transA ? k : m, transA ? m : k);
+  auto [pb, tb] = operand(b, transB, transB ? n : k, transB ? k : n);
+  sizes = std::to_string(dimProduct(ys, 0, r - 2)) + ", " + std::to_string(m) + ", " +
+          std::to_string(n) + ", " + std::to_string(k) + ", " + ta + ", " + tb;
+  return pa + ", " + pb;
+}
+
+bool KernelPrinter::readByGemmOnly(FusedOp op, unsigned k) {
+  Value arg = op.getBody().front().getArgument(k);
+  return op.getKind() == "gemm" && !arg.use_empty() &&
+         llvm::all_of(arg.getUsers(), llvm::IsaPred<MatMulOp>);
+}
+
+SmallVector<std::pair<Value, std::string>> KernelPrinter::productExprs(FusedOp op,
+                                                                     const std::string &expr) {
+  Value product = op.getGemm().getResult();
+  SmallVector<std::pair<Value, std::string>> given{{product, expr}};
+  for (Operation *u : product.getUsers())
+    if (isa<ReshapeOp>(u))
+      given.push_back({u->getResult(0), expr});
+  return given;
+}
+
+std::string KernelPrinter::gemmCall(FusedOp op, std::string &sizes) {
+  MatMulOp mm = op.getGemm();
+  return gemmOperands(outerValue(mm.getA()), outerValue(mm.getB()), mm.getTransA(),
+                      mm.getTransB(), typeOf(mm.getResult()).getShape(), sizes);
+}
+
 bool KernelPrinter::emitLibraryCall(Operation *op) {
   if (op->getNumResults() == 0)
     return false;
@@ -765,29 +823,9 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
   // says from `c`.
   auto layoutGemm = [&](Value a, Value bv, bool transA, bool transB, ArrayRef<int64_t> ys,
                         const std::string &c, MatrixLayout lc) {
-    size_t r = ys.size();
-    int64_t k = typeOf(a).getDimSize(r - (transA ? 2 : 1));
-    auto literal = [](const MatrixLayout &l) {
-      return "{" + std::to_string(l.ld) + ", " + std::to_string(l.inner) + ", " +
-             std::to_string(l.outerStride) + ", " + std::to_string(l.innerStride) + "}";
-    };
-    auto operand = [&](Value v, bool trans, int64_t rows, int64_t cols) {
-      MatrixLayout l{cols, 1, rows * cols, 0, false}; // stored [rows, cols], contiguous
-      std::string p;
-      if (auto view = v.getDefiningOp<StridedViewOp>()) {
-        l = *view.getMatrixLayout();
-        p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
-      } else {
-        p = typed(v);
-      }
-      return std::make_pair(p + ", " + literal(l), b(trans != l.transposed));
-    };
-    int64_t m = ys[r - 2], n = ys[r - 1];
-    auto [pa, ta] = operand(a, transA, transA ? k : m, transA ? m : k);
-    auto [pb, tb] = operand(bv, transB, transB ? n : k, transB ? k : n);
-    body << "  " << lib << "matmulLayout(" << pa << ", " << pb << ", " << c << ", "
-         << literal(lc) << ", " << dimProduct(ys, 0, r - 2) << ", " << m << ", " << n << ", "
-         << k << ", " << ta << ", " << tb << callTail << ");\n";
+    std::string sizes, operands = gemmOperands(a, bv, transA, transB, ys, sizes);
+    body << "  " << lib << "matmulLayout(" << operands << ", " << c << ", "
+         << layoutLiteral(lc) << ", " << sizes << callTail << ");\n";
   };
   return llvm::TypeSwitch<Operation *, bool>(op)
       .Case([&](BroadcastToOp bc) {

@@ -184,6 +184,21 @@ protected:
   /// work estimate per element.
   int64_t rowKernel(FusedOp op, llvm::function_ref<std::string(unsigned)> read,
                     const std::string &indent, std::ostream &os);
+  /// True when input `k` of a gemm kernel is only its GEMM's operand (no row pointer).
+  static bool readByGemmOnly(FusedOp op, unsigned k);
+  /// The values of a gemm kernel's body that are its product (the GEMM's result and a
+  /// reshape of it), each read as `expr` (pointwiseStatements' `given`).
+  static llvm::SmallVector<std::pair<mlir::Value, std::string>>
+  productExprs(FusedOp op, const std::string &expr);
+  /// `{ld, inner, outerStride, innerStride}` of the libraries' MatLayout.
+  static std::string layoutLiteral(const MatrixLayout &l);
+  /// matmulLayout's operand arguments for op(a) x op(b) -> [batch..., M, N] (`ys`),
+  /// "A, {layout}, B, {layout}" (a strided view's root and layout, else contiguous),
+  /// and in `sizes` "batch, M, N, K, transA, transB".
+  std::string gemmOperands(mlir::Value a, mlir::Value b, bool transA, bool transB,
+                           llvm::ArrayRef<int64_t> ys, std::string &sizes);
+  /// gemmOperands of a gemm kernel's matmul (its operands outside the kernel).
+  std::string gemmCall(FusedOp op, std::string &sizes);
   /// True when yielded value `i` of a pointwise kernel is a sum over its leading dims.
   static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.

@@ -97,6 +97,7 @@ private:
   /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
   /// along the last dim where the input varies along it).
   void fusedRows(FusedOp op);
+  void fusedGemm(FusedOp op);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -191,6 +192,46 @@ void CppPrinter::fusedRows(FusedOp op) {
   body << code.str() << "  }\n";
 }
 
+/// A gemm kernel: the kernel library's matmulEpilogue computes the product in panels of
+/// rows (a per-thread buffer) and calls `epilogue(o0, o1, panel)` on each while it is
+/// in cache; row `o` of the product (flattened to [rows, n]) is read as prod[j] and
+/// every result written at its element.
+void CppPrinter::fusedGemm(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  for (auto [k, v] : llvm::enumerate(op.getInputs()))
+    if (!readByGemmOnly(op, k))
+      body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = "
+           << typed(v) << ";\n";
+  for (auto [k, r] : llvm::enumerate(op.getResults()))
+    body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
+         << typed(r, true) << ";\n";
+  size_t rank = nest.dims.size();
+  int64_t n = nest.dims.back();
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
+  };
+  std::ostringstream stmts;
+  int64_t numOps = 0;
+  elementIndex = "(o * " + std::to_string(n) + " + j)";
+  SmallVector<std::string> ys = pointwiseStatements(op, read, "        ", stmts, numOps,
+                                                    productExprs(op, "prod[j]"));
+  elementIndex.clear();
+  body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
+       << "    for (int64_t o = o0; o < o1; ++o) {\n";
+  rowPointers(op, nest, "      ", "", body);
+  body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
+       << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << n << "; ++j) {\n"
+       << stmts.str();
+  for (auto [k, y] : llvm::enumerate(ys))
+    body << "        "
+         << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(n) + " + j]",
+                         elementOf(op, k), y)
+         << "\n";
+  body << "      }\n    }\n  };\n";
+  std::string sizes, operands = gemmCall(op, sizes);
+  body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", epilogue);\n";
+}
+
 /// A pointwise kernel that also sums values over its leading dims (rows). The rows
 /// are cut into blocks of kRows, whatever the thread count; threads take whole
 /// blocks, run the row-major loop nest of a plain pointwise kernel over them and add
@@ -274,6 +315,8 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
           fusedPointwise(f);
         else if (f.getKind() == "rows")
           fusedRows(f);
+        else if (f.getKind() == "gemm")
+          fusedGemm(f);
         else
           multiTensorUpdate(f);
         return success();

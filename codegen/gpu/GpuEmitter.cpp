@@ -109,6 +109,7 @@ private:
   void elementwiseKernel(Operation *op, Value res);
   void fusedKernel(FusedOp op);
   void fusedRowsKernel(FusedOp op);
+  void fusedGemmKernel(FusedOp op);
   void fusedSumsKernel(FusedOp op, const PointwiseNest &nest, ArrayRef<int64_t> dense,
                        const std::string &stmts, ArrayRef<std::string> ys);
   void printKernelHead(FusedOp op, const std::string &fnName);
@@ -255,6 +256,71 @@ void GpuPrinter::fusedRowsKernel(FusedOp op) {
   body << "  " << fnName << "<<<" << std::clamp<int64_t>(rows, 1, 0x7fffffff) << ", " << kBlock
        << ", 0, s>>>" << launchArguments(op) << rows << ");\n";
   launchNote = rowShape(rows, kBlock, "fused rows kernel, one row per block");
+}
+
+/// A gemm kernel: a generated functor runs the epilogue on element (b, m, j) of the
+/// product as the library's matmulEpilogue stores it: from the tiled GEMM's registers
+/// (one launch; the product never reaches memory), or, where the vendor GEMM runs
+/// (contiguous operands and a float32 result not written over an input to receive the
+/// product), over the product the vendor wrote (a second launch).
+void GpuPrinter::fusedGemmKernel(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  size_t rank = nest.dims.size();
+  int64_t n = nest.dims.back();
+  MatMulOp gemm = op.getGemm();
+  ArrayRef<int64_t> ys = typeOf(gemm.getResult()).getShape();
+  std::string fnName = kernelName + "_epi";
+  auto read = [&](unsigned k) {
+    return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
+  };
+  std::ostringstream stmts;
+  int64_t numOps = 0;
+  kernelKeys.clear();
+  elementIndex = "(o * " + std::to_string(n) + " + j)";
+  SmallVector<std::string> yielded =
+      pointwiseStatements(op, read, "    ", stmts, numOps, productExprs(op, "prod"));
+  elementIndex.clear();
+  // The functor's fields, in order: the keys, the inputs the epilogue reads, the results.
+  std::string fields;
+  device << "struct " << fnName << " {\n";
+  for (auto &[name, expr] : kernelKeys) {
+    device << "  uint64_t " << name << ";\n";
+    fields += (fields.empty() ? "" : ", ") + expr;
+  }
+  for (auto [k, v] : llvm::enumerate(op.getInputs()))
+    if (!readByGemmOnly(op, k)) {
+      device << "  const " << elemType(v) << " *in" << k << ";\n";
+      fields += (fields.empty() ? "" : ", ") + typed(v);
+    }
+  for (auto [k, r] : llvm::enumerate(op.getResults())) {
+    device << "  " << elemType(r) << " *out" << k << ";\n";
+    fields += (fields.empty() ? "" : ", ") + typed(r, true);
+  }
+  device << "  __device__ void operator()(int64_t b, int64_t m, int64_t j, float prod) const {\n"
+         << "    const int64_t o = b * " << ys[ys.size() - 2] << " + m;\n";
+  rowPointers(op, nest, "    ", "", device);
+  device << stmts.str();
+  for (auto [k, y] : llvm::enumerate(yielded))
+    device << "    out" << k << "[o * " << n << " + j] = " << y << ";\n";
+  device << "  }\n};\n";
+  // Where the vendor GEMM may write the product: a float32 result whose buffer holds no
+  // input (the plan may write a result over an input the epilogue reads).
+  std::string c;
+  for (Value r : op.getResults())
+    if (c.empty() && typeOf(r).getElementType().isF32() &&
+        llvm::none_of(op.getInputs(), [&](Value v) { return ptr(v) == ptr(r); }))
+      c = typed(r, true);
+  std::string sizes, operands = gemmCall(op, sizes);
+  body << "  " << lib << "matmulEpilogue(" << operands << ", "
+       << (c.empty() ? "(float *)nullptr" : c) << ", " << sizes << ", " << fnName << "{"
+       << fields << "}, s);\n";
+  bool vendor = !target.vendorCode.empty() && !c.empty() &&
+                llvm::none_of(op.getInputs(), [](Value v) {
+                  return v.getDefiningOp<StridedViewOp>();
+                });
+  launchNote =
+      std::string(vendor ? "vendor BLAS, then the epilogue over its product, else " : "") +
+      "ortc tiled GEMM, the epilogue in its store: " + tiledGemmGrid(ys);
 }
 
 /// The coordinates c<d> of element i along the iteration dims that a broadcast
@@ -510,6 +576,8 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
           fusedKernel(f);
         else if (f.getKind() == "rows")
           fusedRowsKernel(f);
+        else if (f.getKind() == "gemm")
+          fusedGemmKernel(f);
         else
           multiTensorUpdateWithNote(f);
         return success();

@@ -32,12 +32,16 @@
 //     (computed per row as the row op reads it), its pointwise consumers the
 //     epilogue (computed as it writes each element): attention's scale and mask, the
 //     dropout after the softmax and the scale after its gradient never reach memory.
+//  1d. A float32 GEMM whose product only one group (of the product's shape, no row
+//     op, no sum) reads joins it: a "gemm" kernel computes the product in panels and
+//     runs the group on each panel as its epilogue (attachGemms).
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
 //     constants are cloned too (codegen prints them as literals).
 //  3. Each group with two or more ops, or one op reading through an index map,
-//     becomes an ortc.fused "pointwise" ("rows" with a row op) op placed before its
+//     becomes an ortc.fused "pointwise" ("rows" with a row op, "gemm" with a GEMM) op
+//     placed before its
 //     last op: inputs in
 //     order of first use, results = the members' values used outside, location =
 //     the fused locations of the members (their ONNX nodes).
@@ -441,12 +445,16 @@ struct KernelFormer {
     // 1c. Recompute clones join a later sibling.
     mergeRecomputeSiblings(fn, groups, pos);
 
+    // 1d. A GEMM joins the group that alone reads its product, as its epilogue.
+    DenseMap<Operation *, SmallVector<Operation *, 2>> gemmOf = attachGemms(groups, pos);
+
     // 2-3. One ortc.fused per group worth a kernel of its own.
     SmallVector<SmallVector<Operation *>> kernels;
     for (auto it = groups.begin(); it != groups.end(); ++it) {
       if (!(*it)->isLeader())
         continue;
       SmallVector<Operation *> ms(groups.member_begin(**it), groups.member_end());
+      llvm::append_range(ms, gemmOf.lookup((*it)->getData()));
       llvm::sort(ms, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
       bool readsMap = llvm::any_of(ms, [](Operation *m) {
         return llvm::any_of(m->getOperands(), readThroughMap);
@@ -456,7 +464,9 @@ struct KernelFormer {
     }
     llvm::sort(kernels, [&](auto &a, auto &b) { return pos[a.back()] < pos[b.back()]; });
     for (auto &ms : kernels)
-      buildKernel(ms, llvm::any_of(ms, isRowOp) ? "rows" : "pointwise");
+      buildKernel(ms, llvm::any_of(ms, isRowOp)                 ? "rows"
+                      : llvm::any_of(ms, llvm::IsaPred<MatMulOp>) ? "gemm"
+                                                                  : "pointwise");
 
     // 4. Multi-tensor kernels: ops alike up to their per-tensor operands.
     pos.clear();
@@ -633,6 +643,58 @@ struct KernelFormer {
       renumber();
       groups.unionSets(leader, sibling);
     }
+  }
+
+  /// Step 1d: a float32 GEMM (FusionRole::Epilogue) whose product only one group of
+  /// pointwise ops of the product's shape reads becomes that group's prologue: codegen
+  /// computes the product in panels and runs the group on each panel while it is in
+  /// cache (the bias, GELU, residual add after a projection; the GELU gradient's
+  /// product with dy · W^T), so the product never goes to memory and back; a reshape
+  /// between them that keeps the last dim joins too (its rows are the product's). Not
+  /// where the group holds a row op or a sum (their loops are their own), where an
+  /// operand of the GEMM is computed by the group or read through an index map (the
+  /// GEMM reads buffers). Returns group leader -> GEMM (and reshape).
+  DenseMap<Operation *, SmallVector<Operation *, 2>>
+  attachGemms(llvm::EquivalenceClasses<Operation *> &groups, DenseMap<Operation *, unsigned> &pos) {
+    DenseMap<Operation *, SmallVector<Operation *, 2>> gemmOf;
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (!(*it)->isLeader())
+        continue;
+      SmallVector<Operation *> ms(groups.member_begin(**it), groups.member_end());
+      if (!llvm::all_of(ms, isPointwise))
+        continue;
+      SmallPtrSet<Operation *, 16> in(ms.begin(), ms.end());
+      ArrayRef<int64_t> shape = shapeOf(ms.front()->getResult(0));
+      // The product as the group reads it: the GEMM's result, or a reshape of it that
+      // keeps the last dim (a linear layer's [B*T, N] product read as [B, T, N]).
+      auto product = [&](Value v) -> SmallVector<Operation *, 2> {
+        Operation *def = v.getDefiningOp();
+        auto reshape = dyn_cast_or_null<ReshapeOp>(def);
+        auto mm = dyn_cast_or_null<MatMulOp>(reshape ? reshape.getX().getDefiningOp() : def);
+        if (!mm || !hasRole(mm, FusionRole::Epilogue) || shapeOf(v) != shape ||
+            shapeOf(mm.getResult()).back() != shape.back())
+          return {};
+        if (reshape && !mm->hasOneUse())
+          return {};
+        for (Value x : {mm.getA(), mm.getB()})
+          if (in.count(x.getDefiningOp()) || readThroughMap(x) || isSplatConstant(x))
+            return {};
+        if (!llvm::all_of(v.getUsers(), [&](Operation *u) { return in.count(u) != 0; }))
+          return {};
+        if (reshape)
+          return {mm, reshape};
+        return {mm};
+      };
+      SmallVector<Operation *, 2> best;
+      for (Operation *m : ms)
+        for (Value v : m->getOperands())
+          if (SmallVector<Operation *, 2> p = product(v);
+              !p.empty() && (best.empty() || pos[p.front()] < pos[best.front()]))
+            best = p;
+      if (!best.empty())
+        gemmOf[(*it)->getData()] = best;
+    }
+    return gemmOf;
   }
 
   void buildKernel(ArrayRef<Operation *> ms, StringRef kind) {

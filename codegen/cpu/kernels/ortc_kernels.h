@@ -758,6 +758,53 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
          C + lc.at(b), lc.ld);
 }
 
+/// The products op(A[b]) @ op(B[b]) (operands where their layouts say) in panels of
+/// rows, each written into a per-thread panel buffer and handed at once to
+/// `epilogue(o0, o1, panel)`: rows [o0, o1) of the products flattened to
+/// [batch * M, N], row o at panel + (o - o0) * N, while they are in cache. A gemm
+/// kernel's elementwise ops after its GEMM (bias, activation, residual add) so read the
+/// product from cache, and it never reaches the arena (the epilogue may write over its
+/// own inputs). Panels hold about 256 KiB (at least 16 rows), and there are at least as
+/// many as threads; threads take whole panels (oneDNN runs a GEMM called inside a
+/// parallel region on its calling thread).
+template <typename T, typename Epilogue>
+void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t batch,
+                    int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+                    Epilogue &&epilogue) {
+  if (batch <= 0 || M <= 0 || N <= 0)
+    return;
+  int threads = 1;
+#if defined(_OPENMP)
+  threads = omp_get_max_threads();
+#endif
+  int64_t rows = std::min<int64_t>(M, std::max<int64_t>(16, (int64_t(1) << 16) / N));
+  int64_t per = (M + rows - 1) / rows; // panels per matrix
+  if (batch * per < threads)
+    per = std::min<int64_t>(M, (threads + batch - 1) / batch);
+  rows = (M + per - 1) / per;
+  per = (M + rows - 1) / rows;
+  auto panel = [&](int64_t item) {
+    static thread_local std::vector<T> buffer;
+    buffer.resize(static_cast<size_t>(rows * N));
+    const int64_t b = item / per, r0 = (item % per) * rows, r1 = std::min(M, r0 + rows);
+    const T *a = A + la.at(b) + (transA ? r0 : r0 * la.ld);
+    gemm(transA, transB, r1 - r0, N, K, T(1), a, la.ld, B + lb.at(b), lb.ld, T(0),
+         buffer.data(), N);
+    epilogue(b * M + r0, b * M + r1, static_cast<const T *>(buffer.data()));
+  };
+  const int64_t items = batch * per;
+#if defined(ORTC_KERN_DNNL) && defined(_OPENMP)
+  if (threads > 1 && items > 1) {
+    ORTC_KERN_PRAGMA(omp parallel for schedule(static))
+    for (int64_t i = 0; i < items; ++i)
+      panel(i);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < items; ++i)
+    panel(i);
+}
+
 /// Batched matmul with explicit batch strides (in elements) for A and B; a
 /// stride of 0 broadcasts that operand over the batch (torch.matmul
 /// broadcasting of a 2-d operand). C is contiguous [batch, M, N]:

@@ -1751,6 +1751,40 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
   gemmTiled<T>(batch, M, N, K, LayoutOperand<T>{A, la, transA}, LayoutOperand<T>{B, lb, transB}, LayoutC<T>{C, lc},
                Accum(), s);
 }
+/// A gemm kernel's epilogue over a product already in C (contiguous [batch, M, N]):
+/// `st(b, m, n, v)` on each element, one thread per element.
+template <typename T, typename ST>
+__global__ void ORTC_LAUNCH_BOUNDS(kBlock) epilogueKernel(const T *C, int64_t M, int64_t N, int64_t n, ST st) {
+  ORTC_FOR(i, n) {
+    const int64_t row = i / N;
+    st(row / M, row % M, i % N, C[i]);
+  }
+}
+/// C[b] = op(A[b]) @ op(B[b]) (the CPU's matmulEpilogue) with a gemm kernel's epilogue:
+/// `st(b, m, n, v)` receives element (m, n) of product b and writes the kernel's
+/// results. The tiled kernel calls it as it stores its registers, so the product never
+/// reaches memory. With ORTC_VENDOR_GEMM, contiguous operands and a C (one of the
+/// kernel's results that no input shares a buffer with; else null) the vendor library
+/// writes the product into C and a second kernel runs `st` over it (cuBLASLt's own
+/// epilogues cover bias, ReLU and GELU, not every pointwise chain).
+template <typename T, typename ST>
+void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, int64_t batch, int64_t M, int64_t N,
+                    int64_t K, bool transA, bool transB, ST st, ortcStream_t s) {
+  if (batch <= 0 || M <= 0 || N <= 0)
+    return;
+#ifdef ORTC_VENDOR_GEMM
+  const bool contiguous = la.inner == 1 && lb.inner == 1 && la.ld == (transA ? M : K) && la.outerStride == M * K &&
+                          lb.ld == (transB ? K : N) && lb.outerStride == K * N;
+  if (C && contiguous && K > 0 && !ownGemmForced() && ORTC_VENDOR_GEMM(A, B, C, batch, M, N, K, transA, transB, s)) {
+    const int64_t n = batch * M * N;
+    epilogueKernel<<<gridFor(n), kBlock, 0, s>>>(C, M, N, n, st);
+    return;
+  }
+#endif
+  (void)C;
+  // K == 0 too: the tiles' sums stay 0 and are stored.
+  gemmTiled<T>(batch, M, N, K, LayoutOperand<T>{A, la, transA}, LayoutOperand<T>{B, lb, transB}, st, Accum(), s);
+}
 /// matmul of 16-bit operands (ortc_bf16 / ortc_half) into C, summed in float: a float C
 /// (matmul f32_result) or one of the operands' type, each sum rounded as it is stored.
 /// With ORTC_VENDOR_GEMM_WIDE (CUDA: cuBLASLt, bf16/fp16 inputs on tensor cores, FP32

@@ -4,7 +4,8 @@
 // printers and the memory plan rely on: block arguments mirror the operands, the
 // yield mirrors the results, and a pointwise or rows kernel yields values of one
 // shape (a rows kernel: one row op, e.g. a softmax along the last axis, with the
-// pointwise ops that compute its operands and consume its result).
+// pointwise ops that compute its operands and consume its result; a gemm kernel: one
+// float32 matmul whose product its pointwise ops read).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Dialect/Ortc/Builders.h"
@@ -23,6 +24,15 @@ ArrayRef<int64_t> FusedOp::getIterationShape() {
     if (auto r = dyn_cast<ReduceSumOp>(op))
       return r.getX().getType().getShape();
   return cast<RankedTensorType>(getResult(0).getType()).getShape();
+}
+
+MatMulOp FusedOp::getGemm() {
+  if (getKind() != "gemm")
+    return {};
+  for (Operation &op : getBody().front())
+    if (auto mm = dyn_cast<MatMulOp>(op))
+      return mm;
+  return {};
 }
 
 bool FusedOp::readsAtOwnIndex(unsigned i) {
@@ -66,9 +76,37 @@ LogicalResult FusedOp::verify() {
     }
     return success();
   }
-  if (getKind() != "pointwise" && getKind() != "rows")
+  if (getKind() != "pointwise" && getKind() != "rows" && getKind() != "gemm")
     return emitOpError("unknown kind '") << getKind() << "'";
   ArrayRef<int64_t> shape = getIterationShape();
+  if (getKind() == "gemm") {
+    MatMulOp gemm;
+    for (Operation &op : block.without_terminator()) {
+      auto f = dyn_cast<FusionOpInterface>(op);
+      FusionRole role = f ? f.getFusionRole() : FusionRole::Opaque;
+      if (role == FusionRole::Epilogue && isa<MatMulOp>(op) && !gemm) {
+        gemm = cast<MatMulOp>(op);
+        if (!isa<BlockArgument>(gemm.getA()) || !isa<BlockArgument>(gemm.getB()))
+          return emitOpError("a gemm kernel's matmul reads kernel inputs");
+        ArrayRef<int64_t> product = gemm.getType().getShape();
+        if (product.back() != shape.back())
+          return emitOpError("a gemm kernel's epilogue runs along the product's rows");
+        if (llvm::is_contained(yield.getValues(), gemm.getResult()))
+          return emitOpError("a gemm kernel does not yield its product");
+        continue;
+      }
+      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+        if (!gemm || reshape.getX() != gemm.getResult() ||
+            reshape.getType().getShape() != shape)
+          return emitOpError("a gemm kernel reshapes only its product, to its iteration shape");
+        continue;
+      }
+      if (role != FusionRole::Pointwise && role != FusionRole::IndexMap && !isa<ConstantOp>(op))
+        return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
+    }
+    if (!gemm)
+      return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
+  }
   if (getKind() == "rows") {
     int rows = 0;
     for (Operation &op : block.without_terminator()) {

@@ -23,6 +23,13 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     (epilogue), all of one shape: codegen runs the rows in parallel, each through
     the kernel library's line function of the op, and the prologue's and
     epilogue's values never leave the row.
+    "gemm" holds one float32 ortc.matmul (FusionRole::Epilogue) whose operands are
+    block arguments, at most one reshape of its product that keeps the last dim, and
+    the pointwise ops of that shape that read it (epilogue: bias, activation, residual
+    add, scale); the product is not yielded. Codegen computes the product in panels
+    of rows and runs the epilogue on each panel while it is in cache (the CPU: a
+    per-thread panel buffer; GPUs: the tiled GEMM's registers), so its results may
+    be written over inputs the epilogue reads at their own index.
     "multi_tensor" holds several ops of one kind (FusionRole::MultiTensor: the
     optimizer's updates) over different tensors with the same scalar operands and
     attributes, and runs their elements as one index space. The location fuses the
@@ -44,6 +51,8 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     bool readsAtOwnIndex(unsigned i);
     /// The shape a pointwise kernel iterates over (its sums reduce the leading dims).
     ::llvm::ArrayRef<int64_t> getIterationShape();
+    /// A gemm kernel's matmul (null in other kinds).
+    MatMulOp getGemm();
   }];
 }
 

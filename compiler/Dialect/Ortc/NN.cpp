@@ -409,6 +409,14 @@ static FusionRole rowRole(Operation *op, int64_t axis) {
   return rank >= 1 && (axis == rank - 1 || axis == -1) ? FusionRole::Row : FusionRole::Opaque;
 }
 FusionRole SoftmaxOp::getFusionRole() { return rowRole(*this, getAxis()); }
+
+// A float32 GEMM hands its product to its pointwise consumers panel by panel (the
+// kernel libraries' matmulEpilogue); 16-bit GEMMs take contiguous library paths.
+FusionRole MatMulOp::getFusionRole() {
+  auto f32 = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType().isF32(); };
+  return f32(getA()) && f32(getB()) && f32(getResult()) ? FusionRole::Epilogue
+                                                         : FusionRole::Opaque;
+}
 FusionRole LogSoftmaxOp::getFusionRole() { return rowRole(*this, getAxis()); }
 FusionRole SoftmaxGradOp::getFusionRole() { return rowRole(*this, getAxis()); }
 FusionRole LogSoftmaxGradOp::getFusionRole() { return rowRole(*this, getAxis()); }

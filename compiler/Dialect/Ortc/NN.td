@@ -6,7 +6,8 @@
 include "compiler/Dialect/Ortc/OrtcBase.td"
 
 def Ortc_MatMulOp : Ortc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Ortc_PrecisionOpInterface, ["getPrecisionRule", "sumsInLowPrecision"]>,
-    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>]> {
+    DeclareOpInterfaceMethods<Ortc_GradientOpInterface>, DeclareOpInterfaceMethods<Ortc_RecomputeOpInterface, ["getRecomputeFlops"]>,
+    DeclareOpInterfaceMethods<Ortc_FusionOpInterface, ["getFusionRole"]>]> {
   let summary = "Batched matrix product op(a) x op(b); batch dims are equal";
   let description = [{
     The result has the operands' element type, except with `f32_result`: 16-bit

@@ -34,6 +34,10 @@ enum class FusionRole {
   /// operand's row from the pointwise ops before it (prologue) and passing each
   /// result element to the pointwise ops after it (epilogue)
   Row,
+  /// computed by a library in panels of its result (a float32 GEMM): the pointwise
+  /// ops of its result's shape that read it at their own index become its epilogue,
+  /// run on each panel while it is in cache, so the product is not read back
+  Epilogue,
   /// a kernel of its own, as for an op without the interface (a softmax along an
   /// axis that is not the last)
   Opaque,

@@ -137,12 +137,13 @@ func.func @two_sums(%x: tensor<2x4x8xf32>) -> (tensor<1x4x8xf32>, tensor<1x1x8xf
 // A recompute clone joins its sibling: the clone of gelu(h) (placed by ortc-recompute before
 // its first backward reader, the dW matmul) and the kernel of gelu_grad(h, dg) both read h,
 // so they become one kernel (h read once, one launch) where gelu_grad stood; the matmul
-// reading the clone moves after it.
+// reading the clone moves after it. The GEMM dg = dy . w, read only by gelu_grad, is the
+// kernel's GEMM (step 1d).
 // CHECK-LABEL: func.func @recompute_sibling
-// CHECK: %[[DG:.*]] = ortc.matmul %arg1, %arg2 {ortc.stage = "backward"}
-// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0, %[[DG]]) {ortc.stage = "backward"}
-// CHECK-NEXT: ^bb0(%[[H:.*]]: tensor<4x16xf32>, %[[D:.*]]: tensor<4x16xf32>):
+// CHECK: %[[K:.*]]:2 = ortc.fused "gemm"(%arg0, %arg1, %arg2) {ortc.stage = "backward"}
+// CHECK-NEXT: ^bb0(%[[H:.*]]: tensor<4x16xf32>, %[[DY:.*]]: tensor<4x16xf32>, %[[W:.*]]: tensor<16x16xf32>):
 // CHECK-NEXT: %[[G:.*]] = ortc.gelu %[[H]] {ortc.recompute, ortc.stage = "forward"}
+// CHECK-NEXT: %[[D:.*]] = ortc.matmul %[[DY]], %[[W]]
 // CHECK-NEXT: %[[GG:.*]] = ortc.gelu_grad %[[H]], %[[D]]
 // CHECK-NEXT: ortc.yield %[[G]], %[[GG]]
 // CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
@@ -175,9 +176,9 @@ func.func @recompute_sibling_feeds(%h: tensor<4x16xf32>, %w: tensor<16x16xf32>) 
 // the dropout_grad of the same mask (seed, key, ratio) read nothing in common but the seed;
 // they share the mask, so they join one kernel that draws it once.
 // CHECK-LABEL: func.func @recompute_sibling_mask
-// CHECK: %[[DP:.*]] = ortc.matmul %arg1, %arg2 {ortc.stage = "backward"}
-// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg0, %arg3, %[[DP]]) {ortc.stage = "backward"}
+// CHECK: %[[K:.*]]:2 = ortc.fused "gemm"(%arg0, %arg3, %arg1, %arg2) {ortc.stage = "backward"}
 // CHECK: ortc.dropout {{.*}}key = 7 : i64, ortc.recompute
+// CHECK-NEXT: ortc.matmul
 // CHECK-NEXT: ortc.dropout_grad {{.*}}key = 7 : i64
 // CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
 func.func @recompute_sibling_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf32>, %w: tensor<16x16xf32>,
@@ -421,4 +422,87 @@ func.func @products_read_elsewhere(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>,
   %y2 = ortc.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x4xf32> -> tensor<2x4x4xf32>
   %cat = ortc.concat %y2, %c {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
   return %t, %e, %cat : tensor<4x2x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A GEMM's epilogue (step 1d): the bias (through its broadcast) and the GELU after a
+// projection join the GEMM in one "gemm" kernel; the product stays inside, the
+// pre-activation (read by the backward) and the activation leave it.
+// CHECK-LABEL: func.func @gemm_epilogue
+// CHECK: %[[K:.*]]:2 = ortc.fused "gemm"(%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<8x32xf32>, %[[W:.*]]: tensor<32x64xf32>, %[[B:.*]]: tensor<64xf32>):
+// CHECK-NEXT: %[[P:.*]] = ortc.matmul %[[X]], %[[W]]
+// CHECK-NEXT: %[[BB:.*]] = ortc.broadcast_to %[[B]]
+// CHECK-NEXT: %[[H:.*]] = ortc.add %[[P]], %[[BB]]
+// CHECK-NEXT: %[[G:.*]] = ortc.gelu %[[H]]
+// CHECK-NEXT: ortc.yield %[[H]], %[[G]]
+// CHECK-NOT: ortc.matmul
+// CHECK: return %[[K]]#0, %[[K]]#1
+func.func @gemm_epilogue(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %b: tensor<64xf32>)
+    -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  %p = ortc.matmul %x, %w : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %bb = ortc.broadcast_to %b : tensor<64xf32> -> tensor<8x64xf32>
+  %h = ortc.add %p, %bb : tensor<8x64xf32>
+  %g = ortc.gelu %h : tensor<8x64xf32>
+  return %h, %g : tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// A residual add alone after a projection: a one-op epilogue is a kernel too.
+// CHECK-LABEL: func.func @gemm_residual
+// CHECK: ortc.fused "gemm"(%arg0, %arg1, %arg2)
+// CHECK: ortc.matmul
+// CHECK-NEXT: ortc.add
+func.func @gemm_residual(%x: tensor<8x32xf32>, %w: tensor<32x32xf32>, %r: tensor<8x32xf32>)
+    -> tensor<8x32xf32> {
+  %p = ortc.matmul %x, %w : tensor<8x32xf32>, tensor<32x32xf32> -> tensor<8x32xf32>
+  %y = ortc.add %r, %p : tensor<8x32xf32>
+  return %y : tensor<8x32xf32>
+}
+
+// -----
+
+// Not when the product is read outside the group (here returned): the GEMM writes it to
+// memory anyway, and the add stays a kernel reading it back.
+// CHECK-LABEL: func.func @gemm_product_escapes
+// CHECK: %[[P:.*]] = ortc.matmul %arg0, %arg1
+// CHECK-NOT: ortc.fused "gemm"
+// CHECK: return
+func.func @gemm_product_escapes(%x: tensor<8x32xf32>, %w: tensor<32x32xf32>, %r: tensor<8x32xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = ortc.matmul %x, %w : tensor<8x32xf32>, tensor<32x32xf32> -> tensor<8x32xf32>
+  %y = ortc.add %r, %p : tensor<8x32xf32>
+  %z = ortc.mul %y, %y : tensor<8x32xf32>
+  return %p, %z : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// Not into a row kernel (its loop is the row op's: the scaled softmax keeps its product
+// as an input), nor for a 16-bit GEMM (its library path takes no epilogue). The exp that
+// feeds a GEMM stays apart from the mul reading the product (it runs before the GEMM);
+// the mul is that GEMM's epilogue.
+// CHECK-LABEL: func.func @gemm_not_joined
+// CHECK: %[[P:.*]] = ortc.matmul %arg0, %arg1
+// CHECK: ortc.fused "rows"(%[[P]])
+// CHECK: %[[E:.*]] = ortc.exp %arg0
+// CHECK: ortc.fused "gemm"(%[[E]], %arg1)
+// CHECK: ortc.matmul {{.*}}f32_result = true
+// CHECK-NEXT: ortc.tanh
+// CHECK: return
+func.func @gemm_not_joined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>, %xh: tensor<8x8xbf16>,
+                           %wh: tensor<8x8xbf16>)
+    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+  %p = ortc.matmul %x, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %half = ortc.constant dense<5.000000e-01> : tensor<8x8xf32>
+  %ps = ortc.mul %p, %half : tensor<8x8xf32>
+  %s = ortc.softmax %ps {axis = 1 : i64} : tensor<8x8xf32>
+  %e = ortc.exp %x : tensor<8x8xf32>
+  %q = ortc.matmul %e, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %y = ortc.mul %e, %q : tensor<8x8xf32>
+  %h = ortc.matmul %xh, %wh {f32_result = true} : tensor<8x8xbf16>, tensor<8x8xbf16> -> tensor<8x8xf32>
+  %t = ortc.tanh %h : tensor<8x8xf32>
+  return %s, %y, %t : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }

@@ -235,6 +235,56 @@ TEST(Matmul, LayoutsReadAttentionHeadsInPlace) {
   check(toFloat(qkv));
 }
 
+// A gemm kernel's GEMM (matmulEpilogue): every row of every product is handed to the
+// epilogue exactly once, in a panel that holds the product, for shapes that split into
+// uneven panels (M not a multiple of the panel's rows), batches, transposed operands and
+// a product too small to split; the epilogue here adds a bias and writes two outputs,
+// as generated code does.
+TEST(Matmul, EpilogueSeesEveryPanelOnce) {
+  struct Case {
+    int64_t batch, M, N, K;
+    bool tA, tB;
+  };
+  for (Case c : {Case{1, 300, 1024, 24, false, false}, Case{3, 70, 40, 9, true, false},
+                 Case{2, 1, 7, 5, false, true}, Case{1, 33, 5000, 3, true, true}}) {
+    Vec A = randVec(c.batch * c.M * c.K), B = randVec(c.batch * c.K * c.N),
+        bias = randVec(c.N);
+    Vec want = refMatmul(A, B, c.batch, c.M, c.N, c.K, c.tA, c.tB);
+    const MatLayout la{c.tA ? c.M : c.K, 1, c.M * c.K, 0}, lb{c.tB ? c.K : c.N, 1, c.K * c.N, 0};
+    // In double (a reference GEMM) and in float (the GEMM of generated code).
+    auto check = [&](const auto &a, const auto &b, double tol) {
+      using E = typename std::decay_t<decltype(a)>::value_type;
+      std::vector<E> C(c.batch * c.M * c.N, E(42)), relu(C.size(), E(42));
+      std::vector<int> seen(c.batch * c.M, 0);
+      std::mutex m;
+      matmulEpilogue(a.data(), la, b.data(), lb, c.batch, c.M, c.N, c.K, c.tA, c.tB,
+                     [&](int64_t o0, int64_t o1, const E *panel) {
+                       {
+                         std::lock_guard<std::mutex> lock(m);
+                         for (int64_t o = o0; o < o1; ++o)
+                           ++seen[o];
+                       }
+                       for (int64_t o = o0; o < o1; ++o)
+                         for (int64_t j = 0; j < c.N; ++j) {
+                           const E v = panel[(o - o0) * c.N + j] + E(bias[j]);
+                           C[o * c.N + j] = v;
+                           relu[o * c.N + j] = v > 0 ? v : E(0);
+                         }
+                     });
+      for (int64_t o = 0; o < c.batch * c.M; ++o)
+        ASSERT_EQ(seen[o], 1) << "row " << o;
+      for (int64_t i = 0; i < c.batch * c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) {
+          const double v = want[i * c.N + j] + bias[j];
+          ASSERT_NEAR(C[i * c.N + j], v, tol);
+          ASSERT_NEAR(relu[i * c.N + j], v > 0 ? v : 0, tol);
+        }
+    };
+    check(A, B, 1e-12);
+    check(toFloat(A), toFloat(B), 1e-4);
+  }
+}
+
 TEST(Matmul, EmptyInnerDimension) {
   Vec C(6, 3.0);
   matmul<double>(nullptr, nullptr, C.data(), 1, 2, 3, 0, false, false);
