@@ -94,6 +94,12 @@ private:
   }
   void fusedPointwise(FusedOp op);
   void fusedPointwiseSums(FusedOp op, const PointwiseNest &nest);
+  /// Rows per block of a kernel's sums: each block's double partial sums add its rows in
+  /// order, then the blocks are added in order (whatever the thread count).
+  static constexpr int64_t kSumRows = 64;
+  /// Prints the loop that adds the blocks' partial sums (`partial`) of each sum `sums[s]`
+  /// (a result index) into its result.
+  void sumBlocks(FusedOp op, ArrayRef<size_t> sums, int64_t blocks, int64_t cols);
   /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
   /// along the last dim where the input varies along it).
   void fusedRows(FusedOp op);
@@ -195,7 +201,7 @@ void CppPrinter::fusedRows(FusedOp op) {
 /// A gemm kernel: the kernel library's matmulEpilogue computes the product in panels of
 /// rows (a per-thread buffer) and calls `epilogue(o0, o1, panel)` on each while it is
 /// in cache; row `o` of the product (flattened to [rows, n]) is read as prod[j] and
-/// every result written at its element.
+/// every result written at its element, or added into its block's partial sums.
 void CppPrinter::fusedGemm(FusedOp op) {
   PointwiseNest nest = pointwiseNest(op);
   for (auto [k, v] : llvm::enumerate(op.getInputs()))
@@ -216,20 +222,38 @@ void CppPrinter::fusedGemm(FusedOp op) {
   SmallVector<std::string> ys = pointwiseStatements(op, read, "        ", stmts, numOps,
                                                     productExprs(op, "prod[j]"));
   elementIndex.clear();
+  // Sums (bias gradients) as fusedPointwiseSums adds them: double partial sums per block
+  // of kSumRows rows, the rows of a block in order (panels hold whole blocks).
+  SmallVector<size_t> sums;
+  for (size_t k = 0; k < ys.size(); ++k)
+    if (isSum(op, k))
+      sums.push_back(k);
+  int64_t rows = nest.numElements() / n, blocks = (rows + kSumRows - 1) / kSumRows;
+  if (!sums.empty())
+    body << "  std::vector<double> partial(" << sums.size() * blocks * n << ");\n";
   body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
        << "    for (int64_t o = o0; o < o1; ++o) {\n";
   rowPointers(op, nest, "      ", "", body);
+  for (auto [s, k] : llvm::enumerate(sums))
+    body << "      double *sum" << k << " = partial.data() + " << s * blocks * n << " + (o / "
+         << kSumRows << ") * " << n << ";\n";
   body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
        << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << n << "; ++j) {\n"
        << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
-    body << "        "
-         << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(n) + " + j]",
-                         elementOf(op, k), y)
-         << "\n";
+    if (isSum(op, k))
+      body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
+    else
+      body << "        "
+           << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(n) + " + j]",
+                           elementOf(op, k), y)
+           << "\n";
   body << "      }\n    }\n  };\n";
   std::string sizes, operands = gemmCall(op, sizes);
-  body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", epilogue);\n";
+  body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", "
+       << (sums.empty() ? 1 : kSumRows) << ", epilogue);\n";
+  if (!sums.empty())
+    sumBlocks(op, sums, blocks, n);
 }
 
 /// A pointwise kernel that also sums values over its leading dims (rows). The rows
@@ -239,7 +263,7 @@ void CppPrinter::fusedGemm(FusedOp op) {
 /// are then added up block by block. Every sum thus adds its rows in one fixed
 /// order, and the values it sums never go back to memory first.
 void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
-  constexpr int64_t kRows = 64;
+  constexpr int64_t kRows = kSumRows;
   size_t rank = nest.dims.size();
   int64_t cols = nest.dims.back(), rows = nest.numElements() / cols;
   int64_t blocks = (rows + kRows - 1) / kRows;
@@ -276,6 +300,10 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
                            elementOf(op, k), y)
            << "\n";
   body << "      }\n    }\n  }\n";
+  sumBlocks(op, sums, blocks, cols);
+}
+
+void CppPrinter::sumBlocks(FusedOp op, ArrayRef<size_t> sums, int64_t blocks, int64_t cols) {
   body << "  ORTC_KERN_PARALLEL_FOR(" << blocks * cols * static_cast<int64_t>(sums.size()) << ")\n"
        << "  for (int64_t j = 0; j < " << cols << "; ++j) {\n";
   for (auto [s, k] : llvm::enumerate(sums))

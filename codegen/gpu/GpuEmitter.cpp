@@ -262,7 +262,8 @@ void GpuPrinter::fusedRowsKernel(FusedOp op) {
 /// product as the library's matmulEpilogue stores it: from the tiled GEMM's registers
 /// (one launch; the product never reaches memory), or, where the vendor GEMM runs
 /// (contiguous operands and a float32 result not written over an input to receive the
-/// product), over the product the vendor wrote (a second launch).
+/// product), over the product the vendor wrote (a second launch). Its sums (bias
+/// gradients) are of values it also writes: the library's reduce adds them up after.
 void GpuPrinter::fusedGemmKernel(FusedOp op) {
   PointwiseNest nest = pointwiseNest(op);
   size_t rank = nest.dims.size();
@@ -301,19 +302,41 @@ void GpuPrinter::fusedGemmKernel(FusedOp op) {
   rowPointers(op, nest, "    ", "", device);
   device << stmts.str();
   for (auto [k, y] : llvm::enumerate(yielded))
-    device << "    out" << k << "[o * " << n << " + j] = " << y << ";\n";
+    if (!isSum(op, k))
+      device << "    out" << k << "[o * " << n << " + j] = " << y << ";\n";
   device << "  }\n};\n";
-  // Where the vendor GEMM may write the product: a float32 result whose buffer holds no
-  // input (the plan may write a result over an input the epilogue reads).
+  // Where the vendor GEMM may write the product: a float32 result (not a sum) whose
+  // buffer holds no input (the plan may write a result over an input the epilogue reads).
+  // (Only the epilogue's inputs can share a result's buffer: kernel formation reads no
+  // GEMM operand elementwise, and a GEMM operand's view has no slot of its own.)
   std::string c;
-  for (Value r : op.getResults())
-    if (c.empty() && typeOf(r).getElementType().isF32() &&
-        llvm::none_of(op.getInputs(), [&](Value v) { return ptr(v) == ptr(r); }))
+  auto shared = [&](Value r) {
+    for (auto [k, v] : llvm::enumerate(op.getInputs()))
+      if (!readByGemmOnly(op, k) && !v.getDefiningOp<StridedViewOp>() && ptr(v) == ptr(r))
+        return true;
+    return false;
+  };
+  for (auto [k, r] : llvm::enumerate(op.getResults()))
+    if (c.empty() && !isSum(op, k) && typeOf(r).getElementType().isF32() && !shared(r))
       c = typed(r, true);
   std::string sizes, operands = gemmCall(op, sizes);
   body << "  " << lib << "matmulEpilogue(" << operands << ", "
        << (c.empty() ? "(float *)nullptr" : c) << ", " << sizes << ", " << fnName << "{"
        << fields << "}, s);\n";
+  // A sum (a bias gradient) adds up a value the kernel also yields: summed after the GEMM
+  // by the library's reduce (the same kernel as an ortc.reduce_sum's).
+  for (auto [k, y] : llvm::enumerate(op.getYielded())) {
+    auto sum = y.getDefiningOp<ReduceSumOp>();
+    if (!sum)
+      continue;
+    auto summed = llvm::find(op.getYielded(), sum.getX());
+    Value from = op.getResult(std::distance(op.getYielded().begin(), summed));
+    body << "  {\n    static const int64_t dims[] = " << cList(typeOf(from).getShape())
+         << ", axes[] = " << cList(sum.getAxes()) << ";\n    " << lib << "reduce("
+         << typed(from) << ", dims, " << typeOf(from).getRank() << ", axes, "
+         << sum.getAxes().size() << ", " << typed(op.getResult(k), true) << ", " << lib
+         << "ReduceKind::Sum, s);\n  }\n";
+  }
   bool vendor = !target.vendorCode.empty() && !c.empty() &&
                 llvm::none_of(op.getInputs(), [](Value v) {
                   return v.getDefiningOp<StridedViewOp>();

@@ -33,18 +33,18 @@
 //     epilogue (computed as it writes each element): attention's scale and mask, the
 //     dropout after the softmax and the scale after its gradient never reach memory.
 //  1d. A float32 GEMM whose product only one group (of the product's shape, no row
-//     op, no sum) reads joins it: a "gemm" kernel computes the product in panels and
-//     runs the group on each panel as its epilogue (attachGemms).
+//     op; sums of yielded values over all but the last dim) reads joins it: a "gemm"
+//     kernel computes the product in panels and runs the group on each panel as its
+//     epilogue (attachGemms).
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
 //     constants are cloned too (codegen prints them as literals).
 //  3. Each group with two or more ops, or one op reading through an index map,
 //     becomes an ortc.fused "pointwise" ("rows" with a row op, "gemm" with a GEMM) op
-//     placed before its
-//     last op: inputs in
-//     order of first use, results = the members' values used outside, location =
-//     the fused locations of the members (their ONNX nodes).
+//     placed before its last op: inputs in order of first use, results = the members'
+//     values used outside, location = the fused locations of the members (their ONNX
+//     nodes).
 //  4. Multi-tensor ops (the optimizer's updates) with equal names, attributes and
 //     scalar (rank-0) operands join one ortc.fused "multi_tensor" kernel, under the
 //     same rule as step 1 (every outside user of a member runs after the last one).
@@ -650,10 +650,12 @@ struct KernelFormer {
   /// computes the product in panels and runs the group on each panel while it is in
   /// cache (the bias, GELU, residual add after a projection; the GELU gradient's
   /// product with dy · W^T), so the product never goes to memory and back; a reshape
-  /// between them that keeps the last dim joins too (its rows are the product's). Not
-  /// where the group holds a row op or a sum (their loops are their own), where an
-  /// operand of the GEMM is computed by the group or read through an index map (the
-  /// GEMM reads buffers). Returns group leader -> GEMM (and reshape).
+  /// between them that keeps the last dim joins too (its rows are the product's). A
+  /// sum over all but the last dim (the bias gradient beside GELU's gradient) stays in
+  /// the kernel where the value it adds up is also yielded and the GEMM is one matrix.
+  /// Not where the group holds a row op (its loop is its own), where an operand of the
+  /// GEMM is computed by the group or read through an index map (the GEMM reads
+  /// buffers). Returns group leader -> GEMM (and reshape).
   DenseMap<Operation *, SmallVector<Operation *, 2>>
   attachGemms(llvm::EquivalenceClasses<Operation *> &groups, DenseMap<Operation *, unsigned> &pos) {
     DenseMap<Operation *, SmallVector<Operation *, 2>> gemmOf;
@@ -661,10 +663,26 @@ struct KernelFormer {
       if (!(*it)->isLeader())
         continue;
       SmallVector<Operation *> ms(groups.member_begin(**it), groups.member_end());
-      if (!llvm::all_of(ms, isPointwise))
+      auto pointwise = llvm::find_if(ms, isPointwise);
+      if (pointwise == ms.end())
         continue;
       SmallPtrSet<Operation *, 16> in(ms.begin(), ms.end());
-      ArrayRef<int64_t> shape = shapeOf(ms.front()->getResult(0));
+      ArrayRef<int64_t> shape = shapeOf((*pointwise)->getResult(0));
+      // A sum (a bias gradient) keeps the last dim only and adds up a value the kernel
+      // also yields (a GPU sums that result after the GEMM, the CPU as it goes).
+      auto keepsRows = [&](Operation *m) {
+        auto sum = dyn_cast<ReduceSumOp>(m);
+        if (!sum)
+          return isPointwise(m);
+        int64_t kept = 1;
+        for (size_t d = sum.getAxes().size(); d < shape.size(); ++d)
+          kept *= shape[d];
+        return kept == shape.back() &&
+               llvm::any_of(sum.getX().getUsers(), [&](Operation *u) { return !in.count(u); });
+      };
+      if (!llvm::all_of(ms, keepsRows))
+        continue;
+      bool sums = llvm::any_of(ms, llvm::IsaPred<ReduceSumOp>);
       // The product as the group reads it: the GEMM's result, or a reshape of it that
       // keeps the last dim (a linear layer's [B*T, N] product read as [B, T, N]).
       auto product = [&](Value v) -> SmallVector<Operation *, 2> {
@@ -674,6 +692,9 @@ struct KernelFormer {
         if (!mm || !hasRole(mm, FusionRole::Epilogue) || shapeOf(v) != shape ||
             shapeOf(mm.getResult()).back() != shape.back())
           return {};
+        ArrayRef<int64_t> ps = shapeOf(mm.getResult());
+        if (sums && llvm::any_of(ps.drop_back(2), [](int64_t d) { return d != 1; }))
+          return {}; // sums' row blocks would straddle the matrices of a batch
         if (reshape && !mm->hasOneUse())
           return {};
         for (Value x : {mm.getA(), mm.getB()})

@@ -765,11 +765,12 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
 /// kernel's elementwise ops after its GEMM (bias, activation, residual add) so read the
 /// product from cache, and it never reaches the arena (the epilogue may write over its
 /// own inputs). Panels hold about 256 KiB (at least 16 rows), and there are at least as
-/// many as threads; threads take whole panels (oneDNN runs a GEMM called inside a
-/// parallel region on its calling thread).
+/// many as threads where they can be; threads take whole panels (oneDNN runs a GEMM
+/// called inside a parallel region on its calling thread). Panels start at multiples of
+/// `align` rows of a matrix (a kernel's sums add blocks of rows, each in one panel).
 template <typename T, typename Epilogue>
 void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t batch,
-                    int64_t M, int64_t N, int64_t K, bool transA, bool transB,
+                    int64_t M, int64_t N, int64_t K, bool transA, bool transB, int64_t align,
                     Epilogue &&epilogue) {
   if (batch <= 0 || M <= 0 || N <= 0)
     return;
@@ -782,6 +783,7 @@ void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t 
   if (batch * per < threads)
     per = std::min<int64_t>(M, (threads + batch - 1) / batch);
   rows = (M + per - 1) / per;
+  rows = (rows + align - 1) / align * align; // whole blocks of `align` rows
   per = (M + rows - 1) / rows;
   auto panel = [&](int64_t item) {
     static thread_local std::vector<T> buffer;

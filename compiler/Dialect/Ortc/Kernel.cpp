@@ -101,7 +101,8 @@ LogicalResult FusedOp::verify() {
           return emitOpError("a gemm kernel reshapes only its product, to its iteration shape");
         continue;
       }
-      if (role != FusionRole::Pointwise && role != FusionRole::IndexMap && !isa<ConstantOp>(op))
+      if (role != FusionRole::Pointwise && role != FusionRole::IndexMap &&
+          role != FusionRole::Reduction && !isa<ConstantOp>(op))
         return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
     }
     if (!gemm)

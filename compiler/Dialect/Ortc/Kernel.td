@@ -26,7 +26,8 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     "gemm" holds one float32 ortc.matmul (FusionRole::Epilogue) whose operands are
     block arguments, at most one reshape of its product that keeps the last dim, and
     the pointwise ops of that shape that read it (epilogue: bias, activation, residual
-    add, scale); the product is not yielded. Codegen computes the product in panels
+    add, scale), and sums over all but the last dim of values it also yields (bias
+    gradients); the product is not yielded. Codegen computes the product in panels
     of rows and runs the epilogue on each panel while it is in cache (the CPU: a
     per-thread panel buffer; GPUs: the tiled GEMM's registers), so its results may
     be written over inputs the epilogue reads at their own index.

@@ -237,16 +237,18 @@ TEST(Matmul, LayoutsReadAttentionHeadsInPlace) {
 
 // A gemm kernel's GEMM (matmulEpilogue): every row of every product is handed to the
 // epilogue exactly once, in a panel that holds the product, for shapes that split into
-// uneven panels (M not a multiple of the panel's rows), batches, transposed operands and
-// a product too small to split; the epilogue here adds a bias and writes two outputs,
-// as generated code does.
+// uneven panels (M not a multiple of the panel's rows), batches, transposed operands, a
+// product too small to split and panels aligned to blocks of 64 rows (a kernel's sums);
+// the epilogue here adds a bias and writes two outputs, as generated code does.
 TEST(Matmul, EpilogueSeesEveryPanelOnce) {
   struct Case {
     int64_t batch, M, N, K;
     bool tA, tB;
+    int64_t align;
   };
-  for (Case c : {Case{1, 300, 1024, 24, false, false}, Case{3, 70, 40, 9, true, false},
-                 Case{2, 1, 7, 5, false, true}, Case{1, 33, 5000, 3, true, true}}) {
+  for (Case c : {Case{1, 300, 1024, 24, false, false, 1}, Case{3, 70, 40, 9, true, false, 1},
+                 Case{2, 1, 7, 5, false, true, 1}, Case{1, 33, 5000, 3, true, true, 1},
+                 Case{1, 300, 1024, 24, false, false, 64}, Case{1, 130, 96, 7, true, true, 64}}) {
     Vec A = randVec(c.batch * c.M * c.K), B = randVec(c.batch * c.K * c.N),
         bias = randVec(c.N);
     Vec want = refMatmul(A, B, c.batch, c.M, c.N, c.K, c.tA, c.tB);
@@ -257,12 +259,14 @@ TEST(Matmul, EpilogueSeesEveryPanelOnce) {
       std::vector<E> C(c.batch * c.M * c.N, E(42)), relu(C.size(), E(42));
       std::vector<int> seen(c.batch * c.M, 0);
       std::mutex m;
-      matmulEpilogue(a.data(), la, b.data(), lb, c.batch, c.M, c.N, c.K, c.tA, c.tB,
+      matmulEpilogue(a.data(), la, b.data(), lb, c.batch, c.M, c.N, c.K, c.tA, c.tB, c.align,
                      [&](int64_t o0, int64_t o1, const E *panel) {
                        {
                          std::lock_guard<std::mutex> lock(m);
                          for (int64_t o = o0; o < o1; ++o)
                            ++seen[o];
+                         // Panels start at multiples of `align` rows of their matrix.
+                         EXPECT_EQ(o0 % c.M % c.align, 0);
                        }
                        for (int64_t o = o0; o < o1; ++o)
                          for (int64_t j = 0; j < c.N; ++j) {
