@@ -646,7 +646,7 @@ struct KernelFormer {
   }
 
   /// Step 1d: a float32 GEMM (FusionRole::Epilogue) whose product only one group of
-  /// pointwise ops of the product's shape reads becomes that group's prologue: codegen
+  /// pointwise ops of the product's shape reads joins it, the group as its epilogue: codegen
   /// computes the product in panels and runs the group on each panel while it is in
   /// cache (the bias, GELU, residual add after a projection; the GELU gradient's
   /// product with dy · W^T), so the product never goes to memory and back; a reshape

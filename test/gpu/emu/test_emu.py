@@ -724,7 +724,8 @@ class EmulatorChecks(unittest.TestCase):
     def test_runtime_names_each_launchs_operands(self):
         """The real runtime passes each launch's operands (the manifest's "bytes" of an arena
         argument) to the device: with one operand's size understated by half, the fused kernel's
-        writes past it are reported, naming the launch and its ONNX node; as built, it trains."""
+        writes past it (a gemm kernel's epilogue) are reported, naming the launch and its ONNX
+        node; as built, it trains."""
         with tempfile.TemporaryDirectory(prefix="ortc-emu-operands-") as d:
             art = build(tl.sample_path("mlp"), os.path.join(d, "m.ortc"), "cuda", ["--dim", "batch=4"])
             feed = os.path.join(d, "feed.npz")
@@ -735,7 +736,7 @@ class EmulatorChecks(unittest.TestCase):
             with open(path) as f:
                 m = json.load(f)
             launch = next(l for l in m["functions"]["train_step"]["launches"]
-                          if l["op"] == "fused_pointwise" and any(a.get("bytes", 0) > 4 for a in l["args"]))
+                          if l["op"] == "fused_gemm" and any(a.get("bytes", 0) > 4 for a in l["args"]))
             arg = [a for a in launch["args"] if a.get("bytes", 0) > 4][-1]
             arg["bytes"] //= 2
             with open(path, "w") as f:
