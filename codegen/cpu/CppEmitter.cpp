@@ -100,6 +100,11 @@ private:
   /// Prints the loop that adds the blocks' partial sums (`partial`) of each sum `sums[s]`
   /// (a result index) into its result.
   void sumBlocks(FusedOp op, ArrayRef<size_t> sums, int64_t blocks, int64_t cols);
+  /// The results of a kernel that are sums over its leading dims (isSum).
+  static SmallVector<size_t> sumResults(FusedOp op);
+  /// Prints the innermost statements that write yielded value k at element (o, j) of a
+  /// [rows, cols] kernel, or add it into its block's partial sum `sum<k>[j]`.
+  void storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols);
   /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
   /// along the last dim where the input varies along it).
   void fusedRows(FusedOp op);
@@ -224,10 +229,7 @@ void CppPrinter::fusedGemm(FusedOp op) {
   elementIndex.clear();
   // Sums (bias gradients) as fusedPointwiseSums adds them: double partial sums per block
   // of kSumRows rows, the rows of a block in order (panels hold whole blocks).
-  SmallVector<size_t> sums;
-  for (size_t k = 0; k < ys.size(); ++k)
-    if (isSum(op, k))
-      sums.push_back(k);
+  SmallVector<size_t> sums = sumResults(op);
   int64_t rows = nest.numElements() / n, blocks = (rows + kSumRows - 1) / kSumRows;
   if (!sums.empty())
     body << "  std::vector<double> partial(" << sums.size() * blocks * n << ");\n";
@@ -240,14 +242,7 @@ void CppPrinter::fusedGemm(FusedOp op) {
   body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
        << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << n << "; ++j) {\n"
        << stmts.str();
-  for (auto [k, y] : llvm::enumerate(ys))
-    if (isSum(op, k))
-      body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
-    else
-      body << "        "
-           << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(n) + " + j]",
-                           elementOf(op, k), y)
-           << "\n";
+  storeOrAdd(op, ys, n);
   body << "      }\n    }\n  };\n";
   std::string sizes, operands = gemmCall(op, sizes);
   body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", "
@@ -257,16 +252,15 @@ void CppPrinter::fusedGemm(FusedOp op) {
 }
 
 /// A pointwise kernel that also sums values over its leading dims (rows). The rows
-/// are cut into blocks of kRows, whatever the thread count; threads take whole
+/// are cut into blocks of kSumRows, whatever the thread count; threads take whole
 /// blocks, run the row-major loop nest of a plain pointwise kernel over them and add
 /// each row into the block's double partial sums (one per column); the partial sums
 /// are then added up block by block. Every sum thus adds its rows in one fixed
 /// order, and the values it sums never go back to memory first.
 void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
-  constexpr int64_t kRows = kSumRows;
   size_t rank = nest.dims.size();
   int64_t cols = nest.dims.back(), rows = nest.numElements() / cols;
-  int64_t blocks = (rows + kRows - 1) / kRows;
+  int64_t blocks = (rows + kSumRows - 1) / kSumRows;
   auto read = [&](unsigned k) {
     return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
   };
@@ -275,10 +269,7 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
   elementIndex = "(o * " + std::to_string(cols) + " + j)";
   SmallVector<std::string> ys = pointwiseStatements(op, read, "        ", stmts, numOps);
   elementIndex.clear();
-  SmallVector<size_t> sums;
-  for (size_t k = 0; k < ys.size(); ++k)
-    if (isSum(op, k))
-      sums.push_back(k);
+  SmallVector<size_t> sums = sumResults(op);
   body << "  std::vector<double> partial(" << sums.size() * blocks * cols << ");\n"
        << "  ORTC_KERN_PARALLEL_FOR(" << nest.numElements() * std::max<int64_t>(numOps, 1)
        << ")\n"
@@ -286,11 +277,25 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
   for (auto [s, k] : llvm::enumerate(sums))
     body << "    double *sum" << k << " = partial.data() + " << s * blocks * cols << " + rb * "
          << cols << ";\n";
-  body << "    for (int64_t o = rb * " << kRows << "; o < std::min<int64_t>(" << rows
-       << ", (rb + 1) * " << kRows << "); ++o) {\n";
+  body << "    for (int64_t o = rb * " << kSumRows << "; o < std::min<int64_t>(" << rows
+       << ", (rb + 1) * " << kSumRows << "); ++o) {\n";
   rowPointers(op, nest, "      ", "", body);
   body << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << cols << "; ++j) {\n"
        << stmts.str();
+  storeOrAdd(op, ys, cols);
+  body << "      }\n    }\n  }\n";
+  sumBlocks(op, sums, blocks, cols);
+}
+
+SmallVector<size_t> CppPrinter::sumResults(FusedOp op) {
+  SmallVector<size_t> sums;
+  for (size_t k = 0; k < op.getNumResults(); ++k)
+    if (isSum(op, k))
+      sums.push_back(k);
+  return sums;
+}
+
+void CppPrinter::storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols) {
   for (auto [k, y] : llvm::enumerate(ys))
     if (isSum(op, k))
       body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
@@ -299,8 +304,6 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
            << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(cols) + " + j]",
                            elementOf(op, k), y)
            << "\n";
-  body << "      }\n    }\n  }\n";
-  sumBlocks(op, sums, blocks, cols);
 }
 
 void CppPrinter::sumBlocks(FusedOp op, ArrayRef<size_t> sums, int64_t blocks, int64_t cols) {
