@@ -1208,7 +1208,7 @@ LogicalResult KernelPrinter::emitFunction(func::FuncOp f, FunctionKernels &fk,
   });
   kernelName = kNamePlaceholder;
   for (Operation &op : f.getBody().front()) {
-    if (isa<ConstantOp, WeightOp, ReshapeOp, StridedViewOp, EmptyOp>(op))
+    if (!launchesKernel(&op) && !isa<func::ReturnOp>(op))
       continue;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results not already written in place are copied into their tensors.

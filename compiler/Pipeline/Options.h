@@ -84,7 +84,9 @@ struct BuildOptions {
   /// for the type) | plain16.
   std::string accumDtype = "fp32";
   int64_t accumChunk = 0;
-  std::string recompute = "none"; ///< none | selective (passes/checkpointing)
+  /// auto (fused under fusion "default", else none) | none | selective | fused | layers |
+  /// budget=... (passes/checkpointing)
+  std::string recompute = "auto";
   std::string fusion = "default"; ///< default | none (one kernel per op)
   /// Leave the initial values out of the artifact (no params.bin): the runtime takes
   /// them from --load-params / --load-checkpoint or draws them (--init-seed).

@@ -437,7 +437,11 @@ std::string versionText(const std::string &headline) {
   return out;
 }
 
-int runBuild(const BuildOptions &options) {
+int runBuild(const BuildOptions &given) {
+  // --recompute auto: what fusion recomputes in its kernels, where kernels are formed.
+  BuildOptions options = given;
+  if (options.recompute == "auto")
+    options.recompute = options.fusion == "none" ? "none" : "fused";
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);

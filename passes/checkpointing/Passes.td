@@ -22,7 +22,13 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     backward keeps anyway (a step input, a weight, or a value the backward reads
     itself): most bytes per operation first, each kept only if the arena planned on a
     copy of the step (kernels formed unless `fusion=false`, memory planned) is smaller
-    with it (`plan=false`: every candidate). `budget=BYTES` or `budget=PCT%` (of the
+    with it (`plan=false`: every candidate). `fused` (what `ortc build` does by default
+    where kernels are formed) takes the candidates of `selective` that also launch no
+    kernel more on the planned copy: clones that join kernels the step runs anyway
+    (FormKernels step 1c: the GELU's clone with its gradient's kernel, the attention
+    dropout's with the softmax gradient's row kernel, a LayerNorm's output from its
+    statistics in an earlier kernel of its shape), as TorchInductor's partitioner
+    recomputes only what it fuses. `budget=BYTES` or `budget=PCT%` (of the
     arena without recompute) admits every op with the interface (GEMMs, convolutions
     too) and takes candidates the same way until the planned arena fits; a budget out
     of reach is an error naming the smallest arena reached. `layers` finds the
@@ -41,13 +47,13 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"selective\"",
-           "none | selective | layers | budget=BYTES | budget=PCT%">,
+           "none | selective | fused | layers | budget=BYTES | budget=PCT%">,
     Option<"plan", "plan", "bool", /*default=*/"true",
            "selective, layers: keep only the candidates that lower the planned arena (false: all)">,
     Option<"fusion", "fusion", "bool", /*default=*/"true",
            "budget: trials form kernels before planning, as `--fusion default` builds">,
     Option<"cheapFlops", "cheap-flops", "int64_t", /*default=*/"16",
-           "selective: the most operations per result element of a recomputed op">
+           "selective, fused: the most operations per result element of a recomputed op">
   ];
   let dependentDialects = ["::ortc::OrtcDialect"];
 }

@@ -12,8 +12,8 @@
 //     available in the backward without recompute when it is a step input, a weight
 //     or constant, a saved value, or a function result.
 //  3. Candidates, in groups taken or left together:
-//     - selective and budget: a value is recomputable when its producer is a forward
-//       op with RecomputeOpInterface that the policy admits (selective: at most
+//     - selective, fused and budget: a value is recomputable when its producer is a forward
+//       op with RecomputeOpInterface that the policy admits (selective, fused: at most
 //       `cheap-flops` operations per result element, and its chain at most that many
 //       per element of the value; budget: every op with the
 //       interface), it is not a function result, and each operand is available or
@@ -30,7 +30,9 @@
 //     formed and memory planned as the build will, gets smaller (the planned arena is
 //     not monotone in the set: no prefix or binary search), through all groups, or for
 //     a budget until it fits (an arena out of reach is an error that names the
-//     smallest one reached). plan=false takes every group untried.
+//     smallest one reached). plan=false takes every group untried. fused keeps a
+//     group only if the trial also launches no more kernels than the step without
+//     recompute: its clones join kernels that run anyway (FormKernels step 1c).
 //  4. Walk the backward ops in order; at the first reader of a chosen value, clone
 //     its producer chain just before that reader (stage "forward", marked
 //     ortc.recompute; or the ops an op builds through buildCheaperRecompute, such as a
@@ -67,7 +69,7 @@ namespace {
 
 /// What a policy asks for: which ops it admits, and for a budget its size.
 struct Policy {
-  enum Kind { None, Selective, Layers, Budget } kind = None;
+  enum Kind { None, Selective, Fused, Layers, Budget } kind = None;
   int64_t bytes = -1;   ///< budget in bytes, or
   double percent = -1;  ///< budget as a percentage of the arena without recompute
 };
@@ -77,8 +79,10 @@ std::optional<Policy> parsePolicy(StringRef text) {
   Policy p;
   if (text == "none")
     return p;
-  if (text == "selective" || text == "layers") {
-    p.kind = text == "layers" ? Policy::Layers : Policy::Selective;
+  if (text == "selective" || text == "fused" || text == "layers") {
+    p.kind = text == "layers" ? Policy::Layers
+             : text == "fused" ? Policy::Fused
+                               : Policy::Selective;
     return p;
   }
   if (!text.consume_front("budget=") || text.empty())
@@ -293,10 +297,15 @@ void orderByDensity(StepAnalysis &step, SmallVectorImpl<Value> &candidates) {
   llvm::stable_sort(candidates, [&](Value a, Value c) { return density[a] > density[c]; });
 }
 
+/// What a trial planned: the arena, the operations the clones add and the kernels the
+/// step launches.
+struct Trial {
+  int64_t arena = INT64_MAX, added = 0, launches = 0;
+};
+
 /// The arena of `fn` with `chosen` recomputed (and the operations added), planned on a
 /// copy as the build will: kernels formed (if `fusion`), then memory planned.
-std::pair<int64_t, int64_t> trial(func::FuncOp fn, ArrayRef<Value> chosen,
-                                  const DenseSet<Value> &chain, bool fusion) {
+Trial trial(func::FuncOp fn, ArrayRef<Value> chosen, const DenseSet<Value> &chain, bool fusion) {
   IRMapping map;
   auto copy = cast<func::FuncOp>(fn->clone(map));
   SetVector<Value> chosenCopy;
@@ -308,11 +317,14 @@ std::pair<int64_t, int64_t> trial(func::FuncOp fn, ArrayRef<Value> chosen,
   int64_t added = applyRecompute(copy, chosenCopy, chainCopy, fusion);
   if (fusion)
     formKernels(copy);
-  int64_t bytes = succeeded(planMemory(copy))
-                      ? copy->getAttrOfType<IntegerAttr>("ortc.arena_bytes").getInt()
-                      : INT64_MAX;
+  Trial t;
+  t.added = added;
+  if (succeeded(planMemory(copy)))
+    t.arena = copy->getAttrOfType<IntegerAttr>("ortc.arena_bytes").getInt();
+  for (Operation &op : copy.getBody().front())
+    t.launches += launchesKernel(&op);
   copy->erase();
-  return {bytes, added};
+  return t;
 }
 
 bool admitsAll(Operation *) { return true; }
@@ -364,7 +376,7 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
     candidatesOf(step, candidates, chain);
     // Selective frees only values cheap for their own size: not a LayerNorm's statistics
     // (a few bytes that would take the whole normalisation again).
-    if (p.kind == Policy::Selective)
+    if (p.kind == Policy::Selective || p.kind == Policy::Fused)
       llvm::erase_if(candidates, [&](Value v) {
         return step.chainFlops(v) >
                cheapFlops * std::max<int64_t>(1, numElements(tensorTypeOf(v).getShape()));
@@ -378,8 +390,14 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
   // group stays only if the planned arena is smaller with it (it is not monotone in the
   // set: a clone placed at its first reader can extend what it reads, and the greedy
   // schedule shifts), until `budget` holds.
-  const bool planned = p.kind == Policy::Budget || plan;
-  int64_t plain = planned ? trial(fn, {}, chain, fusion).first : 0;
+  // fused: a clone must join kernels the step launches anyway (no launch added), so
+  // every candidate is tried on kernels formed.
+  const bool fused = p.kind == Policy::Fused;
+  if (fused && !fusion)
+    return fn.emitError("ortc-recompute: policy 'fused' needs kernels formed (fusion=true)");
+  const bool planned = p.kind == Policy::Budget || plan || fused;
+  Trial plainTrial = planned ? trial(fn, {}, chain, fusion) : Trial{0, 0, 0};
+  int64_t plain = plainTrial.arena;
   int64_t budget = p.kind != Policy::Budget ? 0
                    : p.bytes > 0            ? p.bytes
                                             : int64_t(double(plain) * p.percent / 100.0);
@@ -389,8 +407,10 @@ LogicalResult RecomputePass::recompute(func::FuncOp fn, const Policy &p) {
     if (groups[i].empty()) // (a block the backward reads nothing of)
       continue;
     chosen.append(groups[i]);
-    int64_t a = planned ? trial(fn, chosen, chain, fusion).first : 0;
-    if (!planned || a < best) { // (plan=false: every candidate)
+    Trial t = planned ? trial(fn, chosen, chain, fusion) : Trial{0, 0, 0};
+    int64_t a = t.arena;
+    if (!planned || (a < best && (!fused || t.launches <= plainTrial.launches))) {
+      // (plan=false: every candidate)
       best = a;
       ++blocksTaken;
     } else {
@@ -456,7 +476,8 @@ std::pair<int64_t, int64_t> plannedWith(func::FuncOp fn, ArrayRef<Value> chosen,
   SmallVector<Value> candidates;
   DenseSet<Value> chain;
   candidatesOf(step, candidates, chain);
-  return trial(fn, chosen, chain, fusion);
+  Trial t = trial(fn, chosen, chain, fusion);
+  return {t.arena, t.added};
 }
 
 } // namespace ortc

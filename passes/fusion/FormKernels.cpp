@@ -98,6 +98,25 @@ bool readThroughMap(Value v) {
          cast<FusionOpInterface>(p).isCheapToRecompute();
 }
 
+/// Whether `m`, an op of a kernel that sums `shape` over its first `k` dims, reads every
+/// input it reads through a broadcast alike along the kept dims (all broadcast or none):
+/// codegen runs the kept dims as one contiguous inner loop.
+bool readsKeptDimsAlike(Operation *m, ArrayRef<int64_t> shape, size_t k) {
+  return llvm::all_of(m->getOperands(), [&](Value v) {
+    if (!readThroughMap(v))
+      return true;
+    ArrayRef<int64_t> src = shapeOf(v.getDefiningOp()->getOperand(0));
+    SmallVector<int64_t> padded(shape.size() - src.size(), 1);
+    padded.append(src.begin(), src.end());
+    bool allKept = true, allOne = true;
+    for (size_t d = k; d < shape.size(); ++d) {
+      allKept &= padded[d] == shape[d];
+      allOne &= padded[d] == 1;
+    }
+    return allKept || allOne;
+  });
+}
+
 /// A strided layout of some tensor's elements: element `idx` of a value at
 /// offset + sum(idx[d] * strides[d]) of its root's buffer.
 struct Layout {
@@ -421,21 +440,7 @@ struct KernelFormer {
       bool uniform = llvm::all_of(merged, [&](Operation *m) {
         if (auto other = dyn_cast<ReduceSumOp>(m))
           return other.getAxes() == axes;
-        if (shapeOf(m->getResult(0)) != shape)
-          return false;
-        return llvm::all_of(m->getOperands(), [&](Value v) {
-          if (!readThroughMap(v))
-            return true;
-          ArrayRef<int64_t> src = shapeOf(v.getDefiningOp()->getOperand(0));
-          SmallVector<int64_t> padded(shape.size() - src.size(), 1);
-          padded.append(src.begin(), src.end());
-          bool allKept = true, allOne = true;
-          for (size_t d = k; d < shape.size(); ++d) {
-            allKept &= padded[d] == shape[d];
-            allOne &= padded[d] == 1;
-          }
-          return allKept || allOne;
-        });
+        return shapeOf(m->getResult(0)) == shape && readsKeptDimsAlike(m, shape, k);
       });
       merged.push_back(red);
       if (uniform && canMerge(merged, red))
@@ -557,13 +562,22 @@ struct KernelFormer {
   }
 
   /// Step 1c: a group of recompute clones only (placed before its first backward reader)
-  /// joins the first later group of the same shape that reads a value it reads: the
-  /// clone of a GELU and the kernel of its gradient both read the GELU's input, and
-  /// together they read it once, launch once and share the erf; the clone of a dropout
-  /// and the dropout_grad of the same mask draw it once (sharesWorkWith). The kernel
-  /// runs where the later group ends, so the clones' readers before that point, with
-  /// what depends on them there, move after it; not when one of them feeds the later
-  /// group or is itself in a group.
+  /// joins another group of its shape, so that it launches no kernel of its own:
+  ///  - the first later group that reads a value it reads: the clone of a GELU and the
+  ///    kernel of its gradient both read the GELU's input, and together they read it
+  ///    once, launch once and share the erf; the clone of a dropout and the dropout_grad
+  ///    of the same mask draw it once (sharesWorkWith), also in a row kernel (the clone
+  ///    is computed as the row's elements are stored). The kernel runs where the later
+  ///    group ends, so the clones' readers before that point, with what depends on them
+  ///    there, move after it; not when one of them feeds the later group or is itself in
+  ///    a group;
+  ///  - else the last earlier group whose kernel runs after every value the clones read
+  ///    is computed (a LayerNorm's output from its saved statistics, whose backward
+  ///    readers are a GEMM and a library kernel): the clones move up into it (before its
+  ///    last op, where the kernel stands), and their values live from there to their
+  ///    readers, still not from the forward.
+  /// Into a kernel with a sum, only clones reading their broadcasts alike along the kept
+  /// dims (readsKeptDimsAlike).
   void mergeRecomputeSiblings(func::FuncOp fn, llvm::EquivalenceClasses<Operation *> &groups,
                               DenseMap<Operation *, unsigned> &pos) {
     Block &body = fn.getBody().front();
@@ -572,6 +586,12 @@ struct KernelFormer {
       for (auto [i, op] : llvm::enumerate(body.getOperations()))
         pos[&op] = i;
     };
+    auto membersOf = [&](Operation *op) {
+      auto r = groups.members(op);
+      SmallVector<Operation *> ms(r.begin(), r.end());
+      llvm::sort(ms, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      return ms;
+    };
     SmallVector<Operation *> leaders;
     for (auto it = groups.begin(); it != groups.end(); ++it)
       if ((*it)->isLeader() && llvm::all_of(groups.members((*it)->getData()), [](Operation *m) {
@@ -579,70 +599,119 @@ struct KernelFormer {
           }))
         leaders.push_back((*it)->getData());
     for (Operation *leader : leaders) {
-      auto r1 = groups.members(leader);
-      SmallVector<Operation *> g1(r1.begin(), r1.end());
-      llvm::sort(g1, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      SmallVector<Operation *> g1 = membersOf(leader);
       SmallPtrSet<Operation *, 8> in1(g1.begin(), g1.end());
       ArrayRef<int64_t> shape = shapeOf(g1.back()->getResult(0));
-      // The sibling: the earliest later pointwise op of the same shape reading an input of
-      // that shape (not a scalar such as a dropout seed: nothing is read once then), or
-      // sharing other work with a clone (a dropout_grad drawing the clone's mask).
-      Operation *sibling = nullptr;
-      auto shares = [&](Operation *m, Value v, Operation *u) {
-        auto f = dyn_cast<FusionOpInterface>(m);
-        return shapeOf(v) == shape || (f && f.sharesWorkWith(u));
+      // A kernel with a sum runs its kept dims as the inner loop.
+      auto fits = [&](ArrayRef<Operation *> g2) {
+        for (Operation *m : g2)
+          if (auto sum = dyn_cast<ReduceSumOp>(m))
+            if (!llvm::all_of(g1, [&](Operation *c) {
+                  return readsKeptDimsAlike(c, shape, sum.getAxes().size());
+                }))
+              return false;
+        return true;
+      };
+      if (Operation *sibling = laterSibling(g1, shape, groups, pos)) {
+        SmallVector<Operation *> g2 = membersOf(sibling);
+        if (fits(g2) && moveReadersAfter(g1, g2, groups, pos, body)) {
+          renumber();
+          groups.unionSets(leader, sibling);
+          continue;
+        }
+      }
+      // The last earlier group: after what the clones read (a value read through an
+      // index map is its source's: the map is cloned into the kernel; splats are literals).
+      unsigned ready = 0;
+      std::function<void(Value)> needs = [&](Value v) {
+        Operation *p = v.getDefiningOp();
+        if (!p || in1.count(p) || isSplatConstant(v))
+          return;
+        if (readThroughMap(v))
+          return needs(p->getOperand(0));
+        ready = std::max(ready, pos[p]);
       };
       for (Operation *m : g1)
         for (Value v : m->getOperands())
-          for (Operation *u : v.getUsers())
-            if (shares(m, v, u) && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
-                pos[u] > pos[g1.back()] && shapeOf(u->getResult(0)) == shape &&
-                (!sibling || pos[u] < pos[sibling]))
-              sibling = u;
+          needs(v);
+      Operation *sibling = nullptr, *siblingLast = nullptr;
+      for (auto it = groups.begin(); it != groups.end(); ++it) {
+        if (!(*it)->isLeader() || (*it)->getData() == leader)
+          continue;
+        SmallVector<Operation *> g2 = membersOf((*it)->getData());
+        Operation *last = g2.back(), *shaped = nullptr;
+        for (Operation *m : g2)
+          if (!isa<ReduceSumOp>(m))
+            shaped = m;
+        if (!shaped || shapeOf(shaped->getResult(0)) != shape || pos[last] >= pos[g1.front()] ||
+            pos[last] <= ready || (siblingLast && pos[last] <= pos[siblingLast]) || !fits(g2))
+          continue;
+        sibling = (*it)->getData();
+        siblingLast = last;
+      }
       if (!sibling)
         continue;
-      auto r2 = groups.members(sibling);
-      SmallVector<Operation *> g2(r2.begin(), r2.end());
-      if (llvm::any_of(g2, isRowOp)) // a row kernel computes its epilogue row by row
-        continue;
-      // A kernel with a sum runs its kept dims as the inner loop (step 1b checks what its
-      // members read through broadcasts): clones reading through one stay out.
-      if (llvm::any_of(g2, [](Operation *m) { return isa<ReduceSumOp>(m); }) &&
-          llvm::any_of(g1, [](Operation *m) {
-            return llvm::any_of(m->getOperands(), readThroughMap);
-          }))
-        continue;
-      Operation *last =
-          *llvm::max_element(g2, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
-      SmallPtrSet<Operation *, 8> in2(g2.begin(), g2.end());
-      // What must move: the clones' outside readers up to `last` and their dependents
-      // there.
-      SetVector<Operation *> moving;
+      // Before the group's last op: the kernel stands there, with its stage.
       for (Operation *m : g1)
-        for (Operation *u : m->getUsers())
-          if (!in1.count(u) && pos.lookup(u) <= pos[last])
-            moving.insert(u);
-      bool legal = true;
-      for (size_t i = 0; i < moving.size() && legal; ++i) {
-        Operation *op = moving[i];
-        legal = op->getBlock() == &body && !in2.count(op) && !groups.contains(op) &&
-                op->getNumRegions() == 0;
-        for (Operation *u : op->getUsers())
-          if (pos.lookup(u) <= pos[last])
-            moving.insert(u);
-      }
-      if (!legal)
-        continue;
-      SmallVector<Operation *> order(moving.begin(), moving.end());
-      llvm::sort(order, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
-      Operation *after = last;
-      for (Operation *op : order) {
-        op->moveAfter(after);
-        after = op;
-      }
+        m->moveBefore(siblingLast);
       renumber();
       groups.unionSets(leader, sibling);
     }
+  }
+
+  /// Step 1c's later sibling of the clones `g1` (of `shape`): the earliest later pointwise
+  /// op of the same shape reading an input of that shape (not a scalar such as a dropout
+  /// seed: nothing is read once then), or sharing other work with a clone (a
+  /// dropout_grad drawing the clone's mask).
+  Operation *laterSibling(ArrayRef<Operation *> g1, ArrayRef<int64_t> shape,
+                          llvm::EquivalenceClasses<Operation *> &groups,
+                          DenseMap<Operation *, unsigned> &pos) {
+    SmallPtrSet<Operation *, 8> in1(g1.begin(), g1.end());
+    Operation *sibling = nullptr;
+    auto shares = [&](Operation *m, Value v, Operation *u) {
+      auto f = dyn_cast<FusionOpInterface>(m);
+      return shapeOf(v) == shape || (f && f.sharesWorkWith(u));
+    };
+    for (Operation *m : g1)
+      for (Value v : m->getOperands())
+        for (Operation *u : v.getUsers())
+          if (shares(m, v, u) && !in1.count(u) && isPointwise(u) && groups.contains(u) &&
+              pos[u] > pos[g1.back()] && shapeOf(u->getResult(0)) == shape &&
+              (!sibling || pos[u] < pos[sibling]))
+            sibling = u;
+    return sibling;
+  }
+
+  /// Moves the readers of the clones `g1` outside it that run before the last op of the
+  /// later group `g2`, with what depends on them there, after that op; false (nothing
+  /// moved) where one of them is in a group or has regions.
+  bool moveReadersAfter(ArrayRef<Operation *> g1, ArrayRef<Operation *> g2,
+                        llvm::EquivalenceClasses<Operation *> &groups,
+                        DenseMap<Operation *, unsigned> &pos, Block &body) {
+    SmallPtrSet<Operation *, 8> in1(g1.begin(), g1.end()), in2(g2.begin(), g2.end());
+    Operation *last = g2.back();
+    SetVector<Operation *> moving;
+    for (Operation *m : g1)
+      for (Operation *u : m->getUsers())
+        if (!in1.count(u) && pos.lookup(u) <= pos[last])
+          moving.insert(u);
+    for (size_t i = 0; i < moving.size(); ++i) {
+      Operation *op = moving[i];
+      if (op->getBlock() != &body || in2.count(op) || groups.contains(op) ||
+          op->getNumRegions() != 0)
+        return false;
+      for (Operation *u : op->getUsers())
+        if (pos.lookup(u) <= pos[last])
+          moving.insert(u);
+    }
+    SmallVector<Operation *> order(moving.begin(), moving.end());
+    llvm::sort(order, [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+    Operation *after = last;
+    for (Operation *op : order) {
+      op->moveAfter(after);
+      after = op;
+    }
+    return true;
   }
 
   /// Step 1d: a float32 GEMM (FusionRole::Epilogue) whose product only one group of

@@ -125,6 +125,8 @@ std::string checkBuildFlags(const CLI::App &build, const ortc::BuildOptions &b, 
   if (b.syncBatchnorm && b.target != "cpu")
     return "--sync-batchnorm is for --target cpu so far (its BatchNorm kernels have no GPU "
            "version yet)";
+  if (b.recompute == "fused" && b.fusion == "none")
+    return "--recompute fused recomputes inside fused kernels: it needs --fusion default";
   if (given("--dump-dir") && b.dumpAfter.empty())
     return "--dump-dir needs --dump-after PASSES (or all)";
   if (!emitFile.empty() && !printsIr)
@@ -268,9 +270,14 @@ int main(int argc, char **argv) {
                     "fp16 as Wang et al. 2018 found, 16 for bf16's shorter significand)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   build->add_option("--recompute", b.recompute,
-                    "Gradient checkpointing. none: keep every forward value the backward reads; "
+                    "Gradient checkpointing. auto (default): fused under --fusion default, "
+                    "none under --fusion none; "
+                    "none: keep every forward value the backward reads; "
                     "selective: recompute the cheap ones (elementwise, GELU, dropout, norms, "
                     "softmax, gathers) in the backward from values it keeps anyway; "
+                    "fused: those of selective whose recompute joins kernels the step "
+                    "launches anyway (no launch added, as TorchInductor's partitioner "
+                    "recomputes what it fuses); "
                     "layers: keep only what crosses the boundaries of each repeated block "
                     "(transformer layers, residual blocks) and run each block again in the "
                     "backward; "
@@ -278,7 +285,7 @@ int main(int argc, char **argv) {
                     "as little as makes the train step's arena fit")
       ->check(CLI::Validator(
           [](std::string &v) -> std::string {
-            if (v == "none" || v == "selective" || v == "layers")
+            if (v == "auto" || v == "none" || v == "selective" || v == "fused" || v == "layers")
               return "";
             std::string n = v.rfind("budget=", 0) == 0 ? v.substr(7) : "";
             bool pct = !n.empty() && n.back() == '%';
@@ -288,11 +295,11 @@ int main(int argc, char **argv) {
             double x = n.empty() ? 0 : std::strtod(n.c_str(), &end);
             if (n.empty() || *end || !(x > 0) || (pct && x > 100) ||
                 (!pct && n.find_first_not_of("0123456789") != std::string::npos))
-              return "'" + v + "': want none, selective, layers, budget=BYTES or budget=PCT% (0 < PCT <= 100)";
+              return "'" + v + "': want auto, none, selective, fused, layers, budget=BYTES or budget=PCT% (0 < PCT <= 100)";
             return "";
           },
           "POLICY"))
-      ->default_val("none");
+      ->default_val("auto");
   auto *debug = build->add_option_group("Debugging", "Look inside the compile");
   std::string phases;
   for (const std::string &p : ortc::phaseNames())

@@ -69,6 +69,11 @@ int64_t ortc::resultElements(Operation *op) {
   return n;
 }
 
+bool ortc::launchesKernel(Operation *op) {
+  return !isa<ConstantOp, WeightOp, ReshapeOp, StridedViewOp, EmptyOp>(op) &&
+         !op->hasTrait<OpTrait::IsTerminator>();
+}
+
 Operation *OrtcDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                             Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);

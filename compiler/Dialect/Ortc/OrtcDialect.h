@@ -72,6 +72,9 @@ std::optional<MatrixLayout> matrixLayout(llvm::ArrayRef<int64_t> shape,
                                          llvm::ArrayRef<int64_t> strides);
 /// The elements of all results of `op` together (RecomputeOpInterface's default cost).
 int64_t resultElements(mlir::Operation *op);
+/// Whether codegen prints `op`, an op of a step function's body, as a kernel the step
+/// launches: not a constant, weight, view, empty tensor or the return.
+bool launchesKernel(mlir::Operation *op);
 } // namespace ortc
 
 namespace ortc::trait {

@@ -208,6 +208,72 @@ func.func @recompute_sibling_other_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf
 
 // -----
 
+// The clone of a dropout also joins a row kernel holding the dropout_grad of its mask
+// (attention's probabilities: softmax_grad reads them too): computed and stored as the row
+// kernel stores each element, the mask drawn in the same kernel; dV's matmul moves after.
+// CHECK-LABEL: func.func @recompute_sibling_rows
+// CHECK: %[[K:.*]]:2 = ortc.fused "rows"(%arg0, %arg3, %{{.*}}) {ortc.stage = "backward"}
+// CHECK: ortc.dropout {{.*}}key = 7 : i64, ortc.recompute
+// CHECK-NEXT: ortc.dropout_grad {{.*}}key = 7 : i64
+// CHECK-NEXT: ortc.softmax_grad
+// CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
+func.func @recompute_sibling_rows(%p: tensor<4x16xf32>, %dy: tensor<4x16xf32>, %v: tensor<16x16xf32>,
+                                  %seed: tensor<i64>) -> (tensor<16x16xf32>, tensor<4x16xf32>) {
+  %pd = ortc.dropout %p, %seed {key = 7 : i64, ratio = 1.000000e-01 : f64, ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>, tensor<i64>
+  %dv = ortc.matmul %pd, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  %dpd = ortc.matmul %dy, %v {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %dp = ortc.dropout_grad %dpd, %seed {key = 7 : i64, ratio = 1.000000e-01 : f64, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<i64>
+  %ds = ortc.softmax_grad %p, %dp {axis = 1 : i64, ortc.stage = "backward"} : tensor<4x16xf32>
+  return %dv, %ds : tensor<16x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Clones no later group shares work with (a LayerNorm's output from its statistics, read by
+// a GEMM and a library kernel) join the last earlier group of their shape that runs after
+// what they read: they move up into its kernel, and launch nothing of their own.
+// CHECK-LABEL: func.func @recompute_earlier_sibling
+// CHECK: %[[K:.*]]:2 = ortc.fused "pointwise"(%arg2, %arg3, %arg0, %arg1) {ortc.stage = "backward"}
+// CHECK: ortc.add
+// CHECK-NEXT: ortc.broadcast_to {{.*}}tensor<4x1xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: ortc.sub {{.*}}ortc.recompute
+// CHECK-NEXT: ortc.mul
+// CHECK-NEXT: ortc.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: ortc.matmul %[[K]]#0, %arg4 {ortc.stage = "backward", trans_a = true}
+func.func @recompute_earlier_sibling(%x: tensor<4x16xf32>, %mean: tensor<4x1xf32>, %a: tensor<4x16xf32>,
+                                     %b: tensor<4x16xf32>, %dy: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<16x16xf32>) {
+  %s = ortc.add %a, %b {ortc.stage = "backward"} : tensor<4x16xf32>
+  %t = ortc.mul %s, %s {ortc.stage = "backward"} : tensor<4x16xf32>
+  %mb = ortc.broadcast_to %mean {ortc.recompute, ortc.stage = "forward"} : tensor<4x1xf32> -> tensor<4x16xf32>
+  %n = ortc.sub %x, %mb {ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>
+  %dw = ortc.matmul %n, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  return %t, %dw : tensor<4x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// Not into a group that runs before a value the clone reads is computed (here a GEMM's
+// product, which also leaves the function: no epilogue).
+// CHECK-LABEL: func.func @recompute_earlier_not_ready
+// CHECK: ortc.fused "pointwise"(%arg2, %arg3)
+// CHECK: %[[M:.*]] = ortc.matmul %arg2, %arg4 {ortc.stage = "backward"}
+// CHECK-NEXT: %[[N:.*]] = ortc.sub %[[M]], %arg0 {ortc.recompute
+// CHECK-NEXT: ortc.matmul %[[N]], %arg5 {ortc.stage = "backward", trans_a = true}
+func.func @recompute_earlier_not_ready(%x: tensor<4x16xf32>, %mean: tensor<4x1xf32>, %a: tensor<4x16xf32>,
+                                       %b: tensor<4x16xf32>, %w: tensor<16x16xf32>, %dy: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<16x16xf32>, tensor<4x16xf32>) {
+  %s = ortc.add %a, %b {ortc.stage = "backward"} : tensor<4x16xf32>
+  %t = ortc.mul %s, %s {ortc.stage = "backward"} : tensor<4x16xf32>
+  %m = ortc.matmul %a, %w {ortc.stage = "backward"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %n = ortc.sub %m, %x {ortc.recompute, ortc.stage = "forward"} : tensor<4x16xf32>
+  %dw = ortc.matmul %n, %dy {trans_a = true, ortc.stage = "backward"} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+  return %t, %dw, %m : tensor<4x16xf32>, tensor<16x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
 // A softmax along the last axis joins the pointwise ops of its shape around it: the
 // scale and the mask read through its broadcast compute its operand (prologue), the
 // dropout reads its result (epilogue); one "rows" kernel yields the probabilities (the
