@@ -1,12 +1,13 @@
 # Recompute trades FLOPs for memory and never changes a number: on the CPU target, every
 # sample (dropout in training mode, BatchNorm, attention, SGD with momentum and AdamW) trained
-# with `--recompute selective`, `--recompute layers` and `--recompute budget=70%` gives bit for
+# with `--recompute selective`, `fused` (the default), `layers` and `budget=70%` gives bit for
 # bit the losses and parameters of the same build without it (a recomputed dropout draws the
 # same mask from its counter-based generator). selective must have recomputed something and shrunk the train
 # step's arena (except on the MLP, whose arena peaks where no cheap value is live); layers must
 # have found the GPT's and BERT's two layers, recomputed at least one (the last one's backward
 # follows its forward: often nothing to gain) and shrunk the arena; a budget must hold or be refused
-# with the smallest arena it could reach.
+# with the smallest arena it could reach; fused must launch as many kernels as none and have
+# shrunk the GPT's and BERT's arenas.
 import json
 import os
 import re
@@ -22,7 +23,7 @@ FLAGS = {"gpt2": ["--optimizer", "adamw"], "bert": ["--optimizer", "adamw"],
          "cnn": ["--momentum", "0.9", "--weight-decay", "0.01"], "mlp": ["--optimizer", "adamw"]}
 STEPS = 4
 SUMMARY = re.compile(r"recompute \((\S+)\) @train_step: (\d+) values, arena (\d+) bytes vs (\d+) without")
-POLICIES = ("none", "selective", "layers", "budget=70%")
+POLICIES = ("none", "selective", "fused", "layers", "budget=70%")
 
 
 class RecomputeIsExact(unittest.TestCase):
@@ -51,7 +52,7 @@ class RecomputeIsExact(unittest.TestCase):
     def test_policies_train_the_same_bits(self):
         for sample in SAMPLES:
             with self.subTest(sample=sample), TempDir() as d:
-                results, summaries, blocks, arenas = {}, {}, {}, {}
+                results, summaries, blocks, arenas, launches = {}, {}, {}, {}, {}
                 for policy in POLICIES:
                     art = os.path.join(d, policy.replace("=", "-").replace("%", "pct") + ".ortc")
                     p = subprocess.run([ORTC, "build", sample_path(sample), "--dim", "batch=4", "-o", art,
@@ -65,7 +66,8 @@ class RecomputeIsExact(unittest.TestCase):
                     self.assertEqual(p.returncode, 0, p.stderr)
                     summaries[policy] = SUMMARY.search(p.stderr)
                     with open(art + ".json") as f:
-                        arenas[policy] = json.load(f)["kernels"]["functions"]["train_step"]["arena_bytes"]
+                        step = json.load(f)["kernels"]["functions"]["train_step"]
+                        arenas[policy], launches[policy] = step["arena_bytes"], step["launches"]
                     self.check_report(art + ".json", policy, summaries[policy])
                     blocks[policy] = p.stderr
                     feed = os.path.join(d, "feed.npz")
@@ -89,6 +91,13 @@ class RecomputeIsExact(unittest.TestCase):
                           % (sample, policy, values, without, arena, 100.0 * (arena - without) / without))
                     if policy.startswith("budget"):
                         self.assertLessEqual(arena, 0.7 * without + 1)
+                    elif policy == "fused":
+                        # Its clones join kernels the step launches anyway.
+                        self.assertEqual(launches[policy], launches["none"])
+                        self.assertLessEqual(arena, without)
+                        if sample in ("gpt2", "bert"):
+                            self.assertGreater(values, 0)
+                            self.assertLess(arena, without)
                     elif policy == "layers":
                         if sample in ("gpt2", "bert"):
                             self.assertRegex(blocks[policy], r", [12] of 2 repeated blocks")
