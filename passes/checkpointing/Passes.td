@@ -28,7 +28,8 @@ def Recompute : Pass<"ortc-recompute", "mlir::ModuleOp"> {
     (FormKernels step 1c: the GELU's clone with its gradient's kernel, the attention
     dropout's with the softmax gradient's row kernel, a LayerNorm's output from its
     statistics in an earlier kernel of its shape), as TorchInductor's partitioner
-    recomputes only what it fuses. `budget=BYTES` or `budget=PCT%` (of the
+    recomputes only what it fuses; where taking every candidate at once leaves the
+    planned arena as it is, it takes none without trying them one by one. `budget=BYTES` or `budget=PCT%` (of the
     arena without recompute) admits every op with the interface (GEMMs, convolutions
     too) and takes candidates the same way until the planned arena fits; a budget out
     of reach is an error naming the smallest arena reached. `layers` finds the

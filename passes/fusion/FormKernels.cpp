@@ -25,7 +25,10 @@
 //     leading ones into per-column accumulators: a bias gradient is accumulated as
 //     the gradient it sums is computed).
 //  1c. A group of recompute clones joins the first later group of its shape that reads
-//     a value it reads (mergeRecomputeSiblings), its readers in between moved after.
+//     a value it reads, a row kernel too (mergeRecomputeSiblings), its readers in
+//     between moved after; else the last earlier group of its shape that runs after
+//     what it reads, the clones moved up into it: either way the clones launch no
+//     kernel of their own.
 //  1a. A row op (FusionRole::Row: softmax, log-softmax and their gradients along the
 //     last axis) joins groups as a pointwise op does, at most one per group, never
 //     with a sum: its pointwise producers of its shape become the kernel's prologue
