@@ -64,6 +64,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -2256,38 +2257,96 @@ inline Spatial3 toSpatial3(const PoolGeom &g) {
   return s;
 }
 
-/// Index (within the plane) of the window maximum of output (od, oh, ow),
-/// or -1 when no tap lies inside the input. Same rule as PyTorch: start at
-/// the first in-bounds tap, move on `v > max || isnan(v)`, so ties go to the
-/// first maximal tap in row-major window order; padding never wins.
-template <typename T>
-int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t od, int64_t oh,
-                   int64_t ow) {
-  int64_t best = -1;
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+/// Ceiling of a / b for b > 0 (any sign of a).
+inline int64_t ceilDivSigned(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+/// The taps k < kernel whose coordinate o * stride - padBegin + k * dilation
+/// lies in [lo, hi): the range [first, last) (empty: first == last).
+inline std::pair<int64_t, int64_t> tapRange(int64_t o, int64_t stride, int64_t padBegin,
+                                            int64_t kernel, int64_t dilation, int64_t lo,
+                                            int64_t hi) {
+  const int64_t start = o * stride - padBegin;
+  const int64_t first = std::max<int64_t>(0, ceilDivSigned(lo - start, dilation));
+  const int64_t last = std::min(kernel, ceilDivSigned(hi - start, dilation));
+  return {first, std::max(first, last)};
+}
+
+/// Argmax (index within the plane, or -1 when no tap lies inside the input)
+/// of the windows of outputs (od, oh, ow0 .. ow0 + n) into best[0, n), their
+/// maxima into mx (-inf without taps). Same rule as PyTorch: start at the
+/// first in-bounds tap, move on `v > max || isnan(v)`, so ties go to the
+/// first maximal tap in row-major window order; padding never wins. The taps
+/// are the outer loops and the outputs the inner one, so it vectorises (a
+/// tap per output in program order was a chain of dependent selects). Tap kw
+/// is in bounds for the outputs [owLo[kw], owHi[kw]) (see forEachMaxPoolRow).
+template <typename T, typename I>
+void maxPoolArgRow(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, int64_t ow0,
+                   int64_t n, const int64_t *owLo, const int64_t *owHi, T *mx, I *best) {
+  for (int64_t j = 0; j < n; ++j) {
+    mx[j] = -std::numeric_limits<T>::infinity();
+    best[j] = -1;
+  }
+  const auto rd = tapRange(od, g.s[0], g.p[0], g.k[0], g.d[0], 0, g.in[0]);
+  const auto rh = tapRange(oh, g.s[1], g.p[1], g.k[1], g.d[1], 0, g.in[1]);
+  const int64_t sw = g.s[2];
+  for (int64_t kd = rd.first; kd < rd.second; ++kd) {
     const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
-    if (id < 0 || id >= g.in[0])
-      continue;
-    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+    for (int64_t kh = rh.first; kh < rh.second; ++kh) {
       const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
-      if (ih < 0 || ih >= g.in[1])
-        continue;
       const int64_t rowBase = (id * g.in[1] + ih) * g.in[2];
       for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-        const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
-        if (iw < 0 || iw >= g.in[2])
-          continue;
-        const T v = plane[rowBase + iw];
-        // Branch-free (cmov): which tap wins is data-dependent, and a
-        // mispredicted branch per tap cost more than the comparison.
-        const bool take = (best < 0) | (v > mx) | isNaNBits(v);
-        mx = take ? v : mx;
-        best = take ? rowBase + iw : best;
+        const int64_t base = rowBase + kw * g.d[2] - g.p[2];
+        const T *row = plane + base;
+        ORTC_KERN_SIMD
+        for (int64_t ow = owLo[kw]; ow < owHi[kw]; ++ow) {
+          const int64_t j = ow - ow0;
+          const T v = row[ow * sw];
+          const bool take = (best[j] < 0) | (v > mx[j]) | isNaNBits(v);
+          mx[j] = take ? v : mx[j];
+          best[j] = take ? I(base + ow * sw) : best[j];
+        }
       }
     }
   }
-  return best;
+}
+
+/// Runs fn(pl, od, oh, ow0, n, mx, best) over every plane and output row of
+/// a max pool in chunks of at most 64 outputs, planes split among the pool's
+/// threads (maxPoolArgRow's results in mx and best; indices in 32 bits where
+/// a plane allows, which vectorise twice as wide).
+template <typename T, typename F>
+void forEachMaxPoolRow(const T *x, const Spatial3 &g, int64_t planes, F fn) {
+  constexpr int64_t kChunk = 64;
+  auto run = [&](auto index) {
+    using I = decltype(index);
+    ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      T mx[kChunk];
+      I best[kChunk];
+      std::vector<int64_t> owLo(static_cast<size_t>(g.k[2])), owHi(owLo.size());
+      const T *plane = x + pl * g.inSize;
+      for (int64_t ow0 = 0; ow0 < g.out[2]; ow0 += kChunk) {
+        const int64_t n = std::min(kChunk, g.out[2] - ow0);
+        // Outputs whose tap kw is in bounds: ow * s - p + kw * d in [0, in).
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t off = kw * g.d[2] - g.p[2];
+          owLo[kw] = std::max(ow0, ceilDivSigned(-off, g.s[2]));
+          owHi[kw] = std::max(owLo[kw], std::min(ow0 + n, ceilDivSigned(g.in[2] - off, g.s[2])));
+        }
+        for (int64_t od = 0; od < g.out[0]; ++od)
+          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+            maxPoolArgRow(plane, g, od, oh, ow0, n, owLo.data(), owHi.data(), mx, best);
+            fn(pl, od, oh, ow0, n, static_cast<const T *>(mx), static_cast<const I *>(best));
+          }
+      }
+    }
+  };
+  if (g.inSize <= std::numeric_limits<int32_t>::max())
+    run(int32_t());
+  else
+    run(int64_t());
 }
 
 /// Number of taps k < kernel with o * stride - padBegin + k * dilation in
@@ -2295,13 +2354,8 @@ int64_t maxPoolArg(const T *plane, const Spatial3 &g, int64_t od, int64_t oh,
 inline int64_t tapCount(int64_t o, int64_t stride, int64_t padBegin,
                         int64_t kernel, int64_t dilation, int64_t lo,
                         int64_t hi) {
-  int64_t n = 0;
-  const int64_t start = o * stride - padBegin;
-  for (int64_t k = 0; k < kernel; ++k) {
-    const int64_t c = start + k * dilation;
-    n += (c >= lo && c < hi);
-  }
-  return n;
+  const auto r = tapRange(o, stride, padBegin, kernel, dilation, lo, hi);
+  return r.second - r.first;
 }
 
 /// Divisor of average pooling for output (od, oh, ow); see avgPool.
@@ -2325,44 +2379,33 @@ inline int64_t avgDivisor(const Spatial3 &g, bool countIncludePad, int64_t od,
 /// yields -inf.
 template <typename T> void maxPool(const T *x, T *y, const PoolGeom &geom) {
   const detail::Spatial3 g = detail::toSpatial3(geom);
-  const int64_t planes = geom.N * geom.C;
-  // Per plane, then nested output loops: no divisions per output element.
-  ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const T *plane = x + pl * g.inSize;
-    T *yp = y + pl * g.outSize;
-    for (int64_t od = 0; od < g.out[0]; ++od)
-      for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-          const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
-          yp[(od * g.out[1] + oh) * g.out[2] + ow] =
-              a < 0 ? -std::numeric_limits<T>::infinity() : plane[a];
-        }
-  }
+  detail::forEachMaxPoolRow(x, g, geom.N * geom.C,
+      [&](int64_t pl, int64_t od, int64_t oh, int64_t ow0, int64_t n, const T *mx,
+          const auto *) {
+        std::copy(mx, mx + n, y + pl * g.outSize + (od * g.out[1] + oh) * g.out[2] + ow0);
+      });
 }
 
 /// Gradient of maxPool (torch max_pool backward): dx is zero-filled, then
 /// each dy element is added to the window's argmax, i.e. the first maximal
 /// in-bounds tap in row-major window order (ties never split the gradient;
-/// overlapping windows accumulate). x is the forward input.
+/// overlapping windows accumulate, in output order). x is the forward input.
 template <typename T>
 void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &geom) {
   const detail::Spatial3 g = detail::toSpatial3(geom);
   const int64_t planes = geom.N * geom.C;
-  std::fill(dx, dx + planes * g.inSize, T(0));
-  ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const T *plane = x + pl * g.inSize;
-    T *dplane = dx + pl * g.inSize;
-    const T *dyp = dy + pl * g.outSize;
-    for (int64_t od = 0; od < g.out[0]; ++od)
-      for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-          const int64_t a = detail::maxPoolArg(plane, g, od, oh, ow);
-          if (a >= 0)
-            dplane[a] += dyp[(od * g.out[1] + oh) * g.out[2] + ow];
-        }
-  }
+  ORTC_KERN_PARALLEL_FOR_SIMD(planes * g.inSize)
+  for (int64_t i = 0; i < planes * g.inSize; ++i)
+    dx[i] = T(0);
+  detail::forEachMaxPoolRow(x, g, planes,
+      [&](int64_t pl, int64_t od, int64_t oh, int64_t ow0, int64_t n, const T *,
+          const auto *best) {
+        T *dplane = dx + pl * g.inSize;
+        const T *dyr = dy + pl * g.outSize + (od * g.out[1] + oh) * g.out[2] + ow0;
+        for (int64_t j = 0; j < n; ++j)
+          if (best[j] >= 0)
+            dplane[best[j]] += dyr[j];
+      });
 }
 
 /// ONNX AveragePool / torch avg_pool{1,2,3}d: y = (sum of the in-bounds
