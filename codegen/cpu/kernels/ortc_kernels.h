@@ -53,7 +53,6 @@
 #if defined(ORTC_KERN_DNNL)
 #include <oneapi/dnnl/dnnl.h>
 #include <map>
-#include <memory>
 #else
 #include <cblas.h>
 #endif
@@ -63,6 +62,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -387,12 +387,52 @@ inline Spatial3 toSpatial3(int nSpatial, const int64_t *in,
   return g;
 }
 
+/// Maps of at most this many (tap, output position) pairs go through a table
+/// in im2col and col2imAdd: on ResNet-18's 2x2 maps the per-row range
+/// arithmetic cost more than the copies.
+constexpr int64_t kTapTableMax = 1024;
+
+/// For a small map: table[kk * outSize + p] is the offset within one channel's
+/// input of tap kk of output position p, or -1 where it falls in padding.
+inline void tapOffsets(const Spatial3 &g, int64_t *table) {
+  for (int64_t kk = 0; kk < g.kSize; ++kk) {
+    const int64_t kd = kk / (g.k[1] * g.k[2]), kh = (kk / g.k[2]) % g.k[1], kw = kk % g.k[2];
+    int64_t *t = table + kk * g.outSize;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+          const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+          const int64_t iw = ow * g.s[2] - g.p[2] + kw * g.d[2];
+          const bool in = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 &&
+                          iw < g.in[2];
+          *t++ = in ? (id * g.in[1] + ih) * g.in[2] + iw : -1;
+        }
+  }
+}
+
 /// im2col for one image and `C` channels: col is [C * kSize, outSize] with
-/// row (c, kd, kh, kw) and column (od, oh, ow); out-of-input taps are zero.
+/// row (c, kd, kh, kw) and column (od, oh, ow), rows `ld` apart (outSize
+/// when 0); out-of-input taps are zero.
 template <typename T>
-void im2col(const T *x, int64_t C, const Spatial3 &g, T *col) {
+void im2col(const T *x, int64_t C, const Spatial3 &g, T *col, int64_t ld = 0) {
   const int64_t rows = C * g.kSize;
   const int64_t P = g.outSize;
+  if (ld == 0)
+    ld = P;
+  if (g.kSize * P <= kTapTableMax) {
+    int64_t table[kTapTableMax];
+    tapOffsets(g, table);
+    ORTC_KERN_PARALLEL_FOR(rows * P)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *src = x + (r / g.kSize) * g.inSize;
+      const int64_t *t = table + (r % g.kSize) * P;
+      T *dst = col + r * ld;
+      for (int64_t p = 0; p < P; ++p)
+        dst[p] = t[p] < 0 ? T(0) : src[t[p]];
+    }
+    return;
+  }
   const int64_t plane12 = g.out[1] * g.out[2];
   ORTC_KERN_PARALLEL_FOR(rows * P)
   for (int64_t r = 0; r < rows; ++r) {
@@ -401,7 +441,7 @@ void im2col(const T *x, int64_t C, const Spatial3 &g, T *col) {
     const int64_t kh = (kk / g.k[2]) % g.k[1];
     const int64_t kw = kk % g.k[2];
     const T *src = x + c * g.inSize;
-    T *dst = col + r * P;
+    T *dst = col + r * ld;
     int64_t wlo, whi;
     validRange(g.out[2], g.s[2], kw * g.d[2] - g.p[2], g.in[2], wlo, whi);
     for (int64_t od = 0; od < g.out[0]; ++od) {
@@ -436,11 +476,30 @@ void im2col(const T *x, int64_t C, const Spatial3 &g, T *col) {
   }
 }
 
-/// Adjoint of im2col: x[c, ...] += col entries mapping to it. Parallel over
-/// channels only, so no two threads touch the same element of x.
+/// Adjoint of im2col: x[c, ...] += col entries mapping to it (col's rows
+/// `ld` apart, outSize when 0). Parallel over channels only, so no two
+/// threads touch the same element of x.
 template <typename T>
-void col2imAdd(const T *col, int64_t C, const Spatial3 &g, T *x) {
+void col2imAdd(const T *col, int64_t C, const Spatial3 &g, T *x, int64_t ld = 0) {
   const int64_t P = g.outSize;
+  if (ld == 0)
+    ld = P;
+  if (g.kSize * P <= kTapTableMax) {
+    int64_t table[kTapTableMax];
+    tapOffsets(g, table);
+    ORTC_KERN_PARALLEL_FOR(C * g.kSize * P)
+    for (int64_t c = 0; c < C; ++c) {
+      T *dst = x + c * g.inSize;
+      for (int64_t kk = 0; kk < g.kSize; ++kk) {
+        const T *src = col + (c * g.kSize + kk) * ld;
+        const int64_t *t = table + kk * P;
+        for (int64_t p = 0; p < P; ++p)
+          if (t[p] >= 0)
+            dst[t[p]] += src[p];
+      }
+    }
+    return;
+  }
   ORTC_KERN_PARALLEL_FOR(C * g.kSize * P)
   for (int64_t c = 0; c < C; ++c) {
     T *dstPlane = x + c * g.inSize;
@@ -448,7 +507,7 @@ void col2imAdd(const T *col, int64_t C, const Spatial3 &g, T *x) {
       const int64_t kd = kk / (g.k[1] * g.k[2]);
       const int64_t kh = (kk / g.k[2]) % g.k[1];
       const int64_t kw = kk % g.k[2];
-      const T *src = col + (c * g.kSize + kk) * P;
+      const T *src = col + (c * g.kSize + kk) * ld;
       int64_t wlo, whi;
       const int64_t base = kw * g.d[2] - g.p[2];
       validRange(g.out[2], g.s[2], base, g.in[2], wlo, whi);
@@ -1741,17 +1800,14 @@ void convGradWeight(const T *dy, const T *x, T *dw, const ConvGeom &geom) {
 // so this serves small feature maps (see kBatchedConvMaxNP).
 
 namespace detail {
-/// Columns of every image of group g side by side: cols[k, n * P + p].
+/// Columns of every image of group g side by side: cols[k, n * P + p]
+/// (images split among the pool's threads).
 template <typename T>
-void im2colBatch(const T *x, const ConvGeom &geom, const Spatial3 &s, int64_t g, T *cols,
-                 T *one) {
-  const int64_t Cg = geom.C / geom.group, Kd = Cg * s.kSize, P = s.outSize,
-                NP = geom.N * P;
-  for (int64_t n = 0; n < geom.N; ++n) {
-    im2col(x + (n * geom.C + g * Cg) * s.inSize, Cg, s, one);
-    for (int64_t k = 0; k < Kd; ++k)
-      std::copy(one + k * P, one + (k + 1) * P, cols + k * NP + n * P);
-  }
+void im2colBatch(const T *x, const ConvGeom &geom, const Spatial3 &s, int64_t g, T *cols) {
+  const int64_t Cg = geom.C / geom.group, P = s.outSize, NP = geom.N * P;
+  ORTC_KERN_PARALLEL_FOR(geom.N * Cg * s.kSize * P)
+  for (int64_t n = 0; n < geom.N; ++n)
+    im2col(x + (n * geom.C + g * Cg) * s.inSize, Cg, s, cols + n * P, NP);
 }
 
 /// Channels [off, off + rows) of an [N, M, P] tensor as [rows, N * P], or back
@@ -1759,14 +1815,20 @@ void im2colBatch(const T *x, const ConvGeom &geom, const Spatial3 &s, int64_t g,
 template <typename T>
 void batchLayout(T *nmp, T *batch, int64_t N, int64_t M, int64_t off, int64_t rows, int64_t P,
                  bool toBatch) {
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t m = 0; m < rows; ++m) {
-      T *a = nmp + (n * M + off + m) * P, *b = batch + m * N * P + n * P;
-      if (toBatch)
-        std::copy(a, a + P, b);
-      else
-        std::copy(b, b + P, a);
-    }
+  ORTC_KERN_PARALLEL_FOR(N * rows * P)
+  for (int64_t nm = 0; nm < N * rows; ++nm) {
+    const int64_t n = nm / rows, m = nm % rows;
+    T *a = nmp + (n * M + off + m) * P, *b = batch + m * N * P + n * P;
+    if (toBatch)
+      std::copy(a, a + P, b);
+    else
+      std::copy(b, b + P, a);
+  }
+}
+
+/// Uninitialised scratch of n elements (a std::vector would zero it first).
+template <typename T> std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
 }
 } // namespace detail
 
@@ -1780,13 +1842,12 @@ void convForwardBatched(const T *x, const T *w, const NoDeduce<T> *bias, T *y,
                         const ConvGeom &geom) {
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const int64_t NP = geom.N * P;
-  std::vector<T> one(static_cast<size_t>(Kd * P)), cols(static_cast<size_t>(Kd * NP)),
-      ys(static_cast<size_t>(Mg * NP));
+  auto cols = detail::scratch<T>(Kd * NP), ys = detail::scratch<T>(Mg * NP);
   for (int64_t g = 0; g < G && NP; ++g) {
-    detail::im2colBatch(x, geom, s, g, cols.data(), one.data());
-    gemm(geom.accum, false, false, Mg, NP, Kd, T(1), w + g * Mg * Kd, Kd, cols.data(), NP, T(0),
-         ys.data(), NP);
-    detail::batchLayout(y, ys.data(), geom.N, geom.M, g * Mg, Mg, P, false);
+    detail::im2colBatch(x, geom, s, g, cols.get());
+    gemm(geom.accum, false, false, Mg, NP, Kd, T(1), w + g * Mg * Kd, Kd, cols.get(), NP, T(0),
+         ys.get(), NP);
+    detail::batchLayout(y, ys.get(), geom.N, geom.M, g * Mg, Mg, P, false);
   }
   if (bias)
     for (int64_t pl = 0; pl < geom.N * geom.M; ++pl)
@@ -1798,19 +1859,17 @@ template <typename T>
 void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const int64_t NP = geom.N * P;
-  std::fill(dx, dx + geom.N * geom.C * s.inSize, T(0));
-  std::vector<T> one(static_cast<size_t>(Kd * P)), cols(static_cast<size_t>(Kd * NP)),
-      dys(static_cast<size_t>(Mg * NP));
+  ORTC_KERN_PARALLEL_FOR_SIMD(geom.N * geom.C * s.inSize)
+  for (int64_t i = 0; i < geom.N * geom.C * s.inSize; ++i)
+    dx[i] = T(0);
+  auto cols = detail::scratch<T>(Kd * NP), dys = detail::scratch<T>(Mg * NP);
   for (int64_t g = 0; g < G && NP; ++g) {
-    detail::batchLayout(const_cast<T *>(dy), dys.data(), geom.N, geom.M, g * Mg, Mg, P, true);
-    gemm(geom.accum, true, false, Kd, NP, Mg, T(1), w + g * Mg * Kd, Kd, dys.data(), NP, T(0),
-         cols.data(), NP);
-    for (int64_t n = 0; n < geom.N; ++n) {
-      for (int64_t k = 0; k < Kd; ++k)
-        std::copy(cols.data() + k * NP + n * P, cols.data() + k * NP + (n + 1) * P,
-                  one.data() + k * P);
-      detail::col2imAdd(one.data(), Cg, s, dx + (n * geom.C + g * Cg) * s.inSize);
-    }
+    detail::batchLayout(const_cast<T *>(dy), dys.get(), geom.N, geom.M, g * Mg, Mg, P, true);
+    gemm(geom.accum, true, false, Kd, NP, Mg, T(1), w + g * Mg * Kd, Kd, dys.get(), NP, T(0),
+         cols.get(), NP);
+    ORTC_KERN_PARALLEL_FOR(geom.N * Kd * P)
+    for (int64_t n = 0; n < geom.N; ++n)
+      detail::col2imAdd(cols.get() + n * P, Cg, s, dx + (n * geom.C + g * Cg) * s.inSize, NP);
   }
 }
 
@@ -1822,12 +1881,11 @@ void convGradWeightBatched(const T *dy, const T *x, T *dw, const ConvGeom &geom)
     std::fill(dw, dw + geom.M * Kd, T(0));
     return;
   }
-  std::vector<T> one(static_cast<size_t>(Kd * P)), cols(static_cast<size_t>(Kd * NP)),
-      dys(static_cast<size_t>(Mg * NP));
+  auto cols = detail::scratch<T>(Kd * NP), dys = detail::scratch<T>(Mg * NP);
   for (int64_t g = 0; g < G; ++g) {
-    detail::im2colBatch(x, geom, s, g, cols.data(), one.data());
-    detail::batchLayout(const_cast<T *>(dy), dys.data(), geom.N, geom.M, g * Mg, Mg, P, true);
-    gemm(geom.accum, false, true, Mg, Kd, NP, T(1), dys.data(), NP, cols.data(), NP, T(0),
+    detail::im2colBatch(x, geom, s, g, cols.get());
+    detail::batchLayout(const_cast<T *>(dy), dys.get(), geom.N, geom.M, g * Mg, Mg, P, true);
+    gemm(geom.accum, false, true, Mg, Kd, NP, T(1), dys.get(), NP, cols.get(), NP, T(0),
          dw + g * Mg * Kd, Kd);
   }
 }
@@ -2257,22 +2315,6 @@ inline Spatial3 toSpatial3(const PoolGeom &g) {
   return s;
 }
 
-/// Ceiling of a / b for b > 0 (any sign of a).
-inline int64_t ceilDivSigned(int64_t a, int64_t b) {
-  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
-
-/// The taps k < kernel whose coordinate o * stride - padBegin + k * dilation
-/// lies in [lo, hi): the range [first, last) (empty: first == last).
-inline std::pair<int64_t, int64_t> tapRange(int64_t o, int64_t stride, int64_t padBegin,
-                                            int64_t kernel, int64_t dilation, int64_t lo,
-                                            int64_t hi) {
-  const int64_t start = o * stride - padBegin;
-  const int64_t first = std::max<int64_t>(0, ceilDivSigned(lo - start, dilation));
-  const int64_t last = std::min(kernel, ceilDivSigned(hi - start, dilation));
-  return {first, std::max(first, last)};
-}
-
 /// Argmax (index within the plane, or -1 when no tap lies inside the input)
 /// of the windows of outputs (od, oh, ow0 .. ow0 + n) into best[0, n), their
 /// maxima into mx (-inf without taps). Same rule as PyTorch: start at the
@@ -2288,12 +2330,15 @@ void maxPoolArgRow(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, in
     mx[j] = -std::numeric_limits<T>::infinity();
     best[j] = -1;
   }
-  const auto rd = tapRange(od, g.s[0], g.p[0], g.k[0], g.d[0], 0, g.in[0]);
-  const auto rh = tapRange(oh, g.s[1], g.p[1], g.k[1], g.d[1], 0, g.in[1]);
+  // Taps k in bounds: o * s - p + k * d in [0, in), validRange with k as
+  // the position.
+  int64_t kdLo, kdHi, khLo, khHi;
+  validRange(g.k[0], g.d[0], od * g.s[0] - g.p[0], g.in[0], kdLo, kdHi);
+  validRange(g.k[1], g.d[1], oh * g.s[1] - g.p[1], g.in[1], khLo, khHi);
   const int64_t sw = g.s[2];
-  for (int64_t kd = rd.first; kd < rd.second; ++kd) {
+  for (int64_t kd = kdLo; kd < kdHi; ++kd) {
     const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
-    for (int64_t kh = rh.first; kh < rh.second; ++kh) {
+    for (int64_t kh = khLo; kh < khHi; ++kh) {
       const int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
       const int64_t rowBase = (id * g.in[1] + ih) * g.in[2];
       for (int64_t kw = 0; kw < g.k[2]; ++kw) {
@@ -2331,9 +2376,9 @@ void forEachMaxPoolRow(const T *x, const Spatial3 &g, int64_t planes, F fn) {
         const int64_t n = std::min(kChunk, g.out[2] - ow0);
         // Outputs whose tap kw is in bounds: ow * s - p + kw * d in [0, in).
         for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t off = kw * g.d[2] - g.p[2];
-          owLo[kw] = std::max(ow0, ceilDivSigned(-off, g.s[2]));
-          owHi[kw] = std::max(owLo[kw], std::min(ow0 + n, ceilDivSigned(g.in[2] - off, g.s[2])));
+          validRange(g.out[2], g.s[2], kw * g.d[2] - g.p[2], g.in[2], owLo[kw], owHi[kw]);
+          owLo[kw] = std::max(owLo[kw], ow0);
+          owHi[kw] = std::max(owLo[kw], std::min(owHi[kw], ow0 + n));
         }
         for (int64_t od = 0; od < g.out[0]; ++od)
           for (int64_t oh = 0; oh < g.out[1]; ++oh) {
@@ -2354,8 +2399,9 @@ void forEachMaxPoolRow(const T *x, const Spatial3 &g, int64_t planes, F fn) {
 inline int64_t tapCount(int64_t o, int64_t stride, int64_t padBegin,
                         int64_t kernel, int64_t dilation, int64_t lo,
                         int64_t hi) {
-  const auto r = tapRange(o, stride, padBegin, kernel, dilation, lo, hi);
-  return r.second - r.first;
+  int64_t first, last;
+  validRange(kernel, dilation, o * stride - padBegin - lo, hi - lo, first, last);
+  return last - first;
 }
 
 /// Divisor of average pooling for output (od, oh, ow); see avgPool.
