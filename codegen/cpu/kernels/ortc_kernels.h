@@ -2691,6 +2691,24 @@ void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisL
 // Normalisation
 //===----------------------------------------------------------------------===//
 
+namespace detail {
+/// Sum in double of term(i) over i < n: vectorised (lanes combined in a fixed
+/// order) for runs of 8 or more, a plain loop below (where the vector loop's
+/// set-up and combining cost more than the sum: BatchNorm over 2x2 maps).
+template <typename F> ORTC_KERN_ALWAYS_INLINE double runSum(int64_t n, F term) {
+  double s = 0;
+  if (n >= 8) {
+    ORTC_KERN_SIMD_SUM(s)
+    for (int64_t i = 0; i < n; ++i)
+      s += term(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      s += term(i);
+  }
+  return s;
+}
+} // namespace detail
+
 /// torch.nn.functional.layer_norm / ONNX LayerNormalization over the last
 /// `inner` elements of each of `outer` rows: y = (x - mean) * invStd * scale
 /// + bias with biased variance and invStd = 1 / sqrt(var + eps). scale and
@@ -2704,15 +2722,12 @@ void layerNorm(const T *x, const NoDeduce<T> *scale, const NoDeduce<T> *bias,
   for (int64_t r = 0; r < outer; ++r) {
     const T *xr = x + r * inner;
     T *yr = y + r * inner;
-    double mu = 0;
-    for (int64_t i = 0; i < inner; ++i)
-      mu += static_cast<double>(xr[i]);
+    double mu = detail::runSum(inner, [&](int64_t i) { return static_cast<double>(xr[i]); });
     mu /= static_cast<double>(inner);
-    double var = 0;
-    for (int64_t i = 0; i < inner; ++i) {
+    double var = detail::runSum(inner, [&](int64_t i) {
       const double c = static_cast<double>(xr[i]) - mu;
-      var += c * c;
-    }
+      return c * c;
+    });
     var /= static_cast<double>(inner);
     double is = 1.0 / std::sqrt(var + static_cast<double>(eps));
     if constexpr (sizeof(T) >= sizeof(float)) {
@@ -2722,6 +2737,7 @@ void layerNorm(const T *x, const NoDeduce<T> *scale, const NoDeduce<T> *bias,
       mu = static_cast<double>(static_cast<T>(mu));
       is = static_cast<double>(static_cast<T>(is));
     }
+    ORTC_KERN_SIMD
     for (int64_t i = 0; i < inner; ++i) {
       double v = (static_cast<double>(xr[i]) - mu) * is;
       if (scale)
@@ -2753,16 +2769,17 @@ void layerNormGrad(const T *x, const NoDeduce<T> *scale,
       const T *xr = x + r * inner;
       const T *dyr = dy + r * inner;
       const double mu = mean[r], is = invStd[r];
-      double sg = 0, sgx = 0;
-      for (int64_t i = 0; i < inner; ++i) {
-        const double g =
-            static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
-        sg += g;
-        sgx += g * (static_cast<double>(xr[i]) - mu) * is;
-      }
+      auto g = [&](int64_t i) {
+        return static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
+      };
+      double sg = detail::runSum(inner, g);
+      double sgx = detail::runSum(inner, [&](int64_t i) {
+        return g(i) * (static_cast<double>(xr[i]) - mu) * is;
+      });
       sg /= static_cast<double>(inner);
       sgx /= static_cast<double>(inner);
       T *dxr = dx + r * inner;
+      ORTC_KERN_SIMD
       for (int64_t i = 0; i < inner; ++i) {
         const double g =
             static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
@@ -2786,6 +2803,7 @@ void layerNormGrad(const T *x, const NoDeduce<T> *scale,
       const double mu = mean[r], is = invStd[r];
       const T *xr = x + r * inner;
       const T *dyr = dy + r * inner;
+      ORTC_KERN_SIMD
       for (int64_t i = i0; i < i1; ++i) {
         const double d = static_cast<double>(dyr[i]);
         ds[i - i0] += d * (static_cast<double>(xr[i]) - mu) * is;
@@ -2806,7 +2824,8 @@ void layerNormGrad(const T *x, const NoDeduce<T> *scale,
 /// the ranks in place and returns the number of ranks R (1 alone; batchNormTrain
 /// is this with one rank); every rank holds N * S elements per channel. Two
 /// passes: the per-channel sums, then the squared deviations from the global
-/// mean (never E[x^2] - E[x]^2).
+/// mean (never E[x^2] - E[x]^2). The sums are in double, by runs (see
+/// detail::runSum), so they do not depend on the thread count.
 template <typename T, typename SumRanks>
 void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
                         const NoDeduce<T> *bias, T *y, NoDeduce<T> *mean,
@@ -2818,8 +2837,7 @@ void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
     double sum = 0;
     for (int64_t n = 0; n < N; ++n) {
       const T *p = x + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s)
-        sum += static_cast<double>(p[s]);
+      sum += detail::runSum(S, [&](int64_t s) { return static_cast<double>(p[s]); });
     }
     mu[c] = sum;
   }
@@ -2831,10 +2849,11 @@ void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
     double sq = 0;
     for (int64_t n = 0; n < N; ++n) {
       const T *p = x + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) {
-        const double d = static_cast<double>(p[s]) - mu[c];
-        sq += d * d;
-      }
+      const double m = mu[c];
+      sq += detail::runSum(S, [&](int64_t s) {
+        const double d = static_cast<double>(p[s]) - m;
+        return d * d;
+      });
     }
     v[c] = sq;
   }
@@ -2845,11 +2864,13 @@ void batchNormTrainSync(const T *x, const NoDeduce<T> *scale,
     const double is = 1.0 / std::sqrt(vc + static_cast<double>(eps));
     const double a = is * (scale ? static_cast<double>(scale[c]) : 1.0);
     const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+    const double m = mu[c];
     for (int64_t n = 0; n < N; ++n) {
       const T *p = x + (n * C + c) * S;
       T *q = y + (n * C + c) * S;
+      ORTC_KERN_SIMD
       for (int64_t s = 0; s < S; ++s)
-        q[s] = static_cast<T>((static_cast<double>(p[s]) - mu[c]) * a + b);
+        q[s] = static_cast<T>((static_cast<double>(p[s]) - m) * a + b);
     }
     if (mean)
       mean[c] = static_cast<T>(mu[c]);
@@ -2879,10 +2900,10 @@ void batchNormGradSync(const T *x, const NoDeduce<T> *scale,
     for (int64_t n = 0; n < N; ++n) {
       const T *p = x + (n * C + c) * S;
       const T *d = dy + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) {
-        sdy += static_cast<double>(d[s]);
-        sdyx += static_cast<double>(d[s]) * (static_cast<double>(p[s]) - mu);
-      }
+      sdy += detail::runSum(S, [&](int64_t s) { return static_cast<double>(d[s]); });
+      sdyx += detail::runSum(S, [&](int64_t s) {
+        return static_cast<double>(d[s]) * (static_cast<double>(p[s]) - mu);
+      });
     }
     sums[c] = sdy;
     sums[C + c] = sdyx * is;
@@ -2902,6 +2923,7 @@ void batchNormGradSync(const T *x, const NoDeduce<T> *scale,
       const T *p = x + (n * C + c) * S;
       const T *d = dy + (n * C + c) * S;
       T *q = dx + (n * C + c) * S;
+      ORTC_KERN_SIMD
       for (int64_t s = 0; s < S; ++s) {
         const double xh = (static_cast<double>(p[s]) - mu) * is;
         q[s] = static_cast<T>(
