@@ -238,8 +238,10 @@ TEST(Matmul, LayoutsReadAttentionHeadsInPlace) {
 // A gemm kernel's GEMM (matmulEpilogue): every row of every product is handed to the
 // epilogue exactly once, in a panel that holds the product, for shapes that split into
 // uneven panels (M not a multiple of the panel's rows), batches, transposed operands, a
-// product too small to split and panels aligned to blocks of 64 rows (a kernel's sums);
-// the epilogue here adds a bias and writes two outputs, as generated code does.
+// product too small to split, panels aligned to blocks of 64 rows (a kernel's sums) and,
+// with more than one thread, short matrices that run as one GEMM on the pool (M under 64
+// rows a thread, also with uneven 64-row blocks); the epilogue here adds a bias and
+// writes two outputs, as generated code does.
 TEST(Matmul, EpilogueSeesEveryPanelOnce) {
   struct Case {
     int64_t batch, M, N, K;
@@ -248,7 +250,8 @@ TEST(Matmul, EpilogueSeesEveryPanelOnce) {
   };
   for (Case c : {Case{1, 300, 1024, 24, false, false, 1}, Case{3, 70, 40, 9, true, false, 1},
                  Case{2, 1, 7, 5, false, true, 1}, Case{1, 33, 5000, 3, true, true, 1},
-                 Case{1, 300, 1024, 24, false, false, 64}, Case{1, 130, 96, 7, true, true, 64}}) {
+                 Case{1, 300, 1024, 24, false, false, 64}, Case{1, 130, 96, 7, true, true, 64},
+                 Case{1, 64, 1024, 78, false, true, 1}, Case{1, 100, 300, 50, false, false, 64}}) {
     Vec A = randVec(c.batch * c.M * c.K), B = randVec(c.batch * c.K * c.N),
         bias = randVec(c.N);
     Vec want = refMatmul(A, B, c.batch, c.M, c.N, c.K, c.tA, c.tB);
