@@ -2151,6 +2151,59 @@ TEST(Optim, MultiTensorEqualsOneUpdatePerTensor) {
   }
 }
 
+// Each SGD flag combination (weight decay, momentum, first step, Nesterov) and both of
+// AdamW's lerp forms run a loop of their own (dispatchFlags): every one against the
+// formulas of sgdUpdateMulti / adamwUpdateMulti written per element, over a length
+// that leaves a vector tail, in double (the same operations in the same order: equal).
+TEST(Optim, EveryFlagCombinationFollowsTheFormula) {
+  const int64_t n = 37;
+  const Vec p0 = randVec(n), g = randVec(n), buf0 = randVec(n), m0 = randVec(n),
+            v0 = randVec(n, 0, 1);
+  for (double wd : {0.0, 0.01})
+    for (double mom : {0.0, 0.9})
+      for (int64_t step : {1, 3})
+        for (bool nest : {false, true}) {
+          Vec p = p0, buf = buf0, wantP = p0, wantB = buf0;
+          const double damp = 1.0 - 0.25;
+          for (int64_t i = 0; i < n; ++i) {
+            double d = g[i];
+            if (wd != 0)
+              d = d + wd * wantP[i];
+            if (mom != 0) {
+              const double b = step <= 1 ? d : wantB[i] * mom + d * damp;
+              wantB[i] = b;
+              d = nest ? d + mom * b : b;
+            }
+            wantP[i] = wantP[i] - 0.1 * d;
+          }
+          sgdUpdate(p.data(), g.data(), buf.data(), n, 0.1, mom, 0.25, nest, wd, step, nullptr);
+          EXPECT_TRUE(allClose(p, wantP, 0)) << "sgd p: wd " << wd << " momentum " << mom
+                                             << " step " << step << " nesterov " << nest;
+          EXPECT_TRUE(allClose(buf, wantB, 0)) << "sgd buffer: wd " << wd << " momentum " << mom
+                                               << " step " << step << " nesterov " << nest;
+        }
+  for (double beta1 : {0.9, 0.3}) { // 1 - beta1 below and above 0.5: the two lerp forms
+    Vec p = p0, m = m0, v = v0, wantP = p0, wantM = m0, wantV = v0;
+    const double lr = 1e-3, beta2 = 0.999, eps = 1e-8, wd = 0.01;
+    const int64_t step = 2;
+    const double w1 = 1.0 - beta1, stepSize = lr / (1.0 - std::pow(beta1, step));
+    const double bc2Sqrt = std::sqrt(1.0 - std::pow(beta2, step));
+    for (int64_t i = 0; i < n; ++i) {
+      const double pi = wantP[i] * (1.0 - lr * wd), diff = g[i] - wantM[i];
+      const double mi = w1 < 0.5 ? wantM[i] + w1 * diff : g[i] - diff * (1.0 - w1);
+      const double vi = wantV[i] * beta2 + (1.0 - beta2) * g[i] * g[i];
+      wantM[i] = mi;
+      wantV[i] = vi;
+      wantP[i] = pi - stepSize * mi / (std::sqrt(vi) / bc2Sqrt + eps);
+    }
+    adamwUpdate(p.data(), g.data(), m.data(), v.data(), n, lr, beta1, beta2, eps, wd, step,
+                nullptr);
+    EXPECT_TRUE(allClose(p, wantP, 0)) << "adamw p, beta1 " << beta1;
+    EXPECT_TRUE(allClose(m, wantM, 0)) << "adamw m, beta1 " << beta1;
+    EXPECT_TRUE(allClose(v, wantV, 0)) << "adamw v, beta1 " << beta1;
+  }
+}
+
 TEST(Optim, ApplyZeroLeavesEverythingUntouched) {
   const int64_t n = 5;
   const uint8_t off = 0;
