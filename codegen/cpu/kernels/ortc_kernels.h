@@ -2581,7 +2581,9 @@ template <typename T, typename Load> T *loadLineWithMax(int64_t n, Load load, T 
   ORTC_KERN_SIMD
   for (int64_t a = 0; a < n; ++a)
     x[a] = load(a);
+  // max is exact in any order (a NaN makes the whole line NaN either way).
   mx = -std::numeric_limits<T>::infinity();
+  ORTC_KERN_PRAGMA(omp simd reduction(max : mx))
   for (int64_t a = 0; a < n; ++a)
     mx = std::max(mx, x[a]);
   return x;
@@ -2625,6 +2627,7 @@ template <typename T, typename LoadY, typename LoadDy, typename Store>
 inline void softmaxGradLine(int64_t n, LoadY loadY, LoadDy loadDy, Store store) {
   T *y = detail::lineScratch<T>(2 * n), *dy = y + n;
   double s = 0;
+  ORTC_KERN_SIMD_SUM(s)
   for (int64_t a = 0; a < n; ++a) {
     y[a] = loadY(a);
     dy[a] = loadDy(a);
