@@ -336,6 +336,22 @@ inline bool isNaNBits(I) {
   return false;
 }
 
+/// Sum in double of term(i) over i < n: vectorised (lanes combined in a fixed
+/// order) for runs of 8 or more, a plain loop below (where the vector loop's
+/// set-up and combining cost more than the sum: BatchNorm over 2x2 maps).
+template <typename F> ORTC_KERN_ALWAYS_INLINE double runSum(int64_t n, F term) {
+  double s = 0;
+  if (n >= 8) {
+    ORTC_KERN_SIMD_SUM(s)
+    for (int64_t i = 0; i < n; ++i)
+      s += term(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      s += term(i);
+  }
+  return s;
+}
+
 /// Range [lo, hi) of output positions o in [0, outLen) for which the input
 /// coordinate o * stride + offset lies inside [0, inLen). stride > 0.
 inline void validRange(int64_t outLen, int64_t stride, int64_t offset,
@@ -1161,8 +1177,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
         double s = 0;
         for (int64_t j = 0; j < R; ++j) {
           const T *p = base + redOff[j];
-          for (int64_t l = 0; l < L; ++l)
-            s += static_cast<double>(p[l]);
+          s += detail::runSum(L, [&](int64_t l) { return static_cast<double>(p[l]); });
         }
         out[o] = static_cast<T>(kind == ReduceKind::Mean ? s * invCount : s);
       }
@@ -1208,6 +1223,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes,
         acc[l] = 0;
       for (int64_t j = 0; j < R; ++j) {
         const T *p = base + redOff[j];
+        ORTC_KERN_SIMD
         for (int64_t l = 0; l < n; ++l)
           acc[l] += static_cast<double>(p[l]);
       }
@@ -2715,23 +2731,6 @@ void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisL
 // Normalisation
 //===----------------------------------------------------------------------===//
 
-namespace detail {
-/// Sum in double of term(i) over i < n: vectorised (lanes combined in a fixed
-/// order) for runs of 8 or more, a plain loop below (where the vector loop's
-/// set-up and combining cost more than the sum: BatchNorm over 2x2 maps).
-template <typename F> ORTC_KERN_ALWAYS_INLINE double runSum(int64_t n, F term) {
-  double s = 0;
-  if (n >= 8) {
-    ORTC_KERN_SIMD_SUM(s)
-    for (int64_t i = 0; i < n; ++i)
-      s += term(i);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      s += term(i);
-  }
-  return s;
-}
-} // namespace detail
 
 /// torch.nn.functional.layer_norm / ONNX LayerNormalization over the last
 /// `inner` elements of each of `outer` rows: y = (x - mean) * invStd * scale
