@@ -712,10 +712,7 @@ template <typename T> T sumAccum(const T *x, int64_t n, Accum acc) {
     return detail::sum16<Accum::Bf16>(x, n, 1, acc.chunk);
   if (acc.kind == Accum::Half)
     return detail::sum16<Accum::Half>(x, n, 1, acc.chunk);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i)
-    s += static_cast<double>(x[i]);
-  return static_cast<T>(s);
+  return static_cast<T>(detail::runSum(n, [&](int64_t i) { return static_cast<double>(x[i]); }));
 }
 
 //===----------------------------------------------------------------------===//
@@ -3608,11 +3605,10 @@ template <typename T> T sumSquares(const T *x, int64_t n) {
   std::vector<double> part(static_cast<size_t>(nChunks), 0.0);
   ORTC_KERN_PARALLEL_FOR(n)
   for (int64_t c = 0; c < nChunks; ++c) {
-    const int64_t i1 = std::min(n, (c + 1) * kChunk);
-    double s = 0;
-    for (int64_t i = c * kChunk; i < i1; ++i)
-      s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    part[c] = s;
+    const T *xc = x + c * kChunk;
+    part[c] = detail::runSum(std::min(n, (c + 1) * kChunk) - c * kChunk, [&](int64_t i) {
+      return static_cast<double>(xc[i]) * static_cast<double>(xc[i]);
+    });
   }
   double s = 0;
   for (double p : part)
