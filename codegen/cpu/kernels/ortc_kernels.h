@@ -16,9 +16,11 @@
 //  * Index tensors (gather indices, class labels) are int64_t; booleans are
 //    uint8_t.
 //  * Results of the loops here never depend on the number of OpenMP threads:
-//    every reduction is done in a fixed order (no `reduction(+:...)` on
-//    floating point). GEMM-based kernels (matmul, conv) are as deterministic
-//    as the library behind them (oneDNN or BLAS) is.
+//    every reduction is done in a fixed order (no thread `reduction(+:...)` on
+//    floating point; sums vectorised with `omp simd reduction` keep one partial
+//    sum per vector lane, combined in a fixed order: detail::runSum).
+//    GEMM-based kernels (matmul, conv) are as deterministic as the library
+//    behind them (oneDNN or BLAS) is.
 //  * Sums and statistics are accumulated in double, also for T = float:
 //    reduce (Sum/Mean), average pooling, softmax / log-softmax and their
 //    gradients, layer and batch norm statistics and gradients, cross-entropy,
@@ -350,6 +352,11 @@ template <typename F> ORTC_KERN_ALWAYS_INLINE double runSum(int64_t n, F term) {
       s += term(i);
   }
   return s;
+}
+
+/// Uninitialised scratch of n elements (a std::vector would zero it first).
+template <typename T> std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
 }
 
 /// Range [lo, hi) of output positions o in [0, outLen) for which the input
@@ -858,12 +865,11 @@ void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t 
   // then oneDNN runs the whole product on the pool, and the epilogue follows
   // on row blocks, `align` rows at a time.
   if (batch == 1 && threads > 1 && M < 64 * threads && M * N <= (int64_t(1) << 20)) {
-    static thread_local std::vector<T> whole;
-    whole.resize(static_cast<size_t>(M * N));
+    auto whole = detail::scratch<T>(M * N);
     gemm(transA, transB, M, N, K, T(1), A + la.at(0), la.ld, B + lb.at(0), lb.ld, T(0),
-         whole.data(), N);
+         whole.get(), N);
     const int64_t blocks = (M + align - 1) / align;
-    const T *product = whole.data();
+    const T *product = whole.get();
     ORTC_KERN_PRAGMA(omp parallel for schedule(static))
     for (int64_t k = 0; k < blocks; ++k) {
       const int64_t r0 = k * align, r1 = std::min(M, r0 + align);
@@ -1860,10 +1866,6 @@ void batchLayout(T *nmp, T *batch, int64_t N, int64_t M, int64_t off, int64_t ro
   }
 }
 
-/// Uninitialised scratch of n elements (a std::vector would zero it first).
-template <typename T> std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
-}
 } // namespace detail
 
 /// Feature maps of at most this many positions over the batch (N * out size)
@@ -2356,7 +2358,8 @@ inline Spatial3 toSpatial3(const PoolGeom &g) {
 /// first maximal tap in row-major window order; padding never wins. The taps
 /// are the outer loops and the outputs the inner one, so it vectorises (a
 /// tap per output in program order was a chain of dependent selects). Tap kw
-/// is in bounds for the outputs [owLo[kw], owHi[kw]) (see forEachMaxPoolRow).
+/// is in bounds for the outputs [owLo[kw], owHi[kw]) of the row (see
+/// forEachMaxPoolRow).
 template <typename T, typename I>
 void maxPoolArgRow(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, int64_t ow0,
                    int64_t n, const int64_t *owLo, const int64_t *owHi, T *mx, I *best) {
@@ -2378,8 +2381,9 @@ void maxPoolArgRow(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, in
       for (int64_t kw = 0; kw < g.k[2]; ++kw) {
         const int64_t base = rowBase + kw * g.d[2] - g.p[2];
         const T *row = plane + base;
+        const int64_t lo = std::max(owLo[kw], ow0), hi = std::min(owHi[kw], ow0 + n);
         ORTC_KERN_SIMD
-        for (int64_t ow = owLo[kw]; ow < owHi[kw]; ++ow) {
+        for (int64_t ow = lo; ow < hi; ++ow) {
           const int64_t j = ow - ow0;
           const T v = row[ow * sw];
           const bool take = (best[j] < 0) | (v > mx[j]) | isNaNBits(v);
@@ -2398,28 +2402,25 @@ void maxPoolArgRow(const T *plane, const Spatial3 &g, int64_t od, int64_t oh, in
 template <typename T, typename F>
 void forEachMaxPoolRow(const T *x, const Spatial3 &g, int64_t planes, F fn) {
   constexpr int64_t kChunk = 64;
+  // Outputs whose tap kw is in bounds: ow * s - p + kw * d in [0, in), the same
+  // for every row of every plane.
+  std::vector<int64_t> owLo(static_cast<size_t>(g.k[2])), owHi(owLo.size());
+  for (int64_t kw = 0; kw < g.k[2]; ++kw)
+    validRange(g.out[2], g.s[2], kw * g.d[2] - g.p[2], g.in[2], owLo[kw], owHi[kw]);
   auto run = [&](auto index) {
     using I = decltype(index);
     ORTC_KERN_PARALLEL_FOR(planes * g.outSize * g.kSize)
     for (int64_t pl = 0; pl < planes; ++pl) {
       T mx[kChunk];
       I best[kChunk];
-      std::vector<int64_t> owLo(static_cast<size_t>(g.k[2])), owHi(owLo.size());
       const T *plane = x + pl * g.inSize;
-      for (int64_t ow0 = 0; ow0 < g.out[2]; ow0 += kChunk) {
-        const int64_t n = std::min(kChunk, g.out[2] - ow0);
-        // Outputs whose tap kw is in bounds: ow * s - p + kw * d in [0, in).
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          validRange(g.out[2], g.s[2], kw * g.d[2] - g.p[2], g.in[2], owLo[kw], owHi[kw]);
-          owLo[kw] = std::max(owLo[kw], ow0);
-          owHi[kw] = std::max(owLo[kw], std::min(owHi[kw], ow0 + n));
-        }
-        for (int64_t od = 0; od < g.out[0]; ++od)
-          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow0 = 0; ow0 < g.out[2]; ow0 += kChunk) {
+            const int64_t n = std::min(kChunk, g.out[2] - ow0);
             maxPoolArgRow(plane, g, od, oh, ow0, n, owLo.data(), owHi.data(), mx, best);
             fn(pl, od, oh, ow0, n, static_cast<const T *>(mx), static_cast<const I *>(best));
           }
-      }
     }
   };
   if (g.inSize <= std::numeric_limits<int32_t>::max())

@@ -1234,6 +1234,52 @@ TEST(Pool, MaxPaddingNeverWinsAndTiesGoToFirst) {
   EXPECT_TRUE(allClose(dx, want, 0));
 }
 
+// Rows wider than the 64 outputs maxPool works on at a time, windows that overlap
+// (stride below the kernel, with dilation) and padding: each dy element is added to its
+// window's argmax (the reference's first maximal in-bounds tap), in output order, so the
+// gradient equals the reference's bit for bit.
+TEST(Pool, MaxGradAddsToEachArgmaxInOutputOrder) {
+  PoolGeom a{};
+  a.nSpatial = 1;
+  a.N = 2;
+  a.C = 3;
+  a.in[0] = 150;
+  a.kernel[0] = 3;
+  a.stride[0] = 1;
+  a.padBegin[0] = a.padEnd[0] = 1;
+  a.dilation[0] = 1;
+  a.out[0] = 150;
+  PoolGeom b{};
+  b.nSpatial = 2;
+  b.N = 1;
+  b.C = 2;
+  b.in[0] = 5, b.in[1] = 140;
+  b.kernel[0] = 2, b.kernel[1] = 3;
+  b.stride[0] = 1, b.stride[1] = 1;
+  b.padBegin[0] = 0, b.padBegin[1] = 2;
+  b.padEnd[0] = 0, b.padEnd[1] = 2;
+  b.dilation[0] = 1, b.dilation[1] = 2;
+  b.out[0] = 4, b.out[1] = 140;
+  for (const PoolGeom &g : {a, b}) {
+    Vec x = randVec(poolIn(g));
+    for (size_t i = 0; i < x.size(); i += 7)
+      x[i] = x[i / 7 * 7 + 3 < x.size() ? i / 7 * 7 + 3 : i]; // ties
+    std::vector<int64_t> arg;
+    Vec want = refPool(x, g, 0, &arg);
+    Vec y(poolOut(g));
+    maxPool(x.data(), y.data(), g);
+    EXPECT_TRUE(allClose(y, want, 0));
+    const Vec dy = randVec(poolOut(g));
+    Vec wantDx(poolIn(g), 0.0), dx(poolIn(g), 5.0);
+    const int64_t P = poolOut(g) / (g.N * g.C), I = poolIn(g) / (g.N * g.C);
+    for (int64_t o = 0; o < poolOut(g); ++o)
+      if (arg[o] >= 0)
+        wantDx[o / P * I + arg[o]] += dy[o];
+    maxPoolGrad(x.data(), dy.data(), dx.data(), g);
+    EXPECT_TRUE(allClose(dx, wantDx, 0)) << g.nSpatial << "-d";
+  }
+}
+
 TEST(Pool, MaxGradFiniteDifferences) {
   for (int trial = 0; trial < 30; ++trial) {
     const int ns = trial % 10 == 9 ? 3 : 1 + trial % 2;
