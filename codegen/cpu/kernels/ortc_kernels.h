@@ -838,6 +838,16 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
          C + lc.at(b), lc.ld);
 }
 
+/// What matmulPanels hands each panel to: `fn(ctx, o0, o1, panel)`. A function
+/// pointer, not a template parameter, so that the panel driver is compiled once (into
+/// ortc_kernels_lib.o) and a generated gemm kernel compiles only its epilogue: a
+/// quarter of the compile time of each (one indirect call per panel of >= 16 rows).
+template <typename T> struct PanelEpilogue {
+  void (*fn)(void *ctx, int64_t o0, int64_t o1, const T *panel);
+  void *ctx;
+  void operator()(int64_t o0, int64_t o1, const T *panel) const { fn(ctx, o0, o1, panel); }
+};
+
 /// The products op(A[b]) @ op(B[b]) (operands where their layouts say) in panels of
 /// rows, each written into a per-thread panel buffer and handed at once to
 /// `epilogue(o0, o1, panel)`: rows [o0, o1) of the products flattened to
@@ -848,10 +858,10 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
 /// many as threads where they can be; threads take whole panels (oneDNN runs a GEMM
 /// called inside a parallel region on its calling thread). Panels start at multiples of
 /// `align` rows of a matrix (a kernel's sums add blocks of rows, each in one panel).
-template <typename T, typename Epilogue>
-void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t batch,
-                    int64_t M, int64_t N, int64_t K, bool transA, bool transB, int64_t align,
-                    Epilogue &&epilogue) {
+template <typename T>
+void matmulPanels(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t batch,
+                  int64_t M, int64_t N, int64_t K, bool transA, bool transB, int64_t align,
+                  PanelEpilogue<T> epilogue) {
   if (batch <= 0 || M <= 0 || N <= 0)
     return;
   int threads = 1;
@@ -905,6 +915,19 @@ void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t 
 #endif
   for (int64_t i = 0; i < items; ++i)
     panel(i);
+}
+
+/// matmulPanels with the epilogue as any callable (a generated kernel's lambda).
+template <typename T, typename Epilogue>
+void matmulEpilogue(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t batch,
+                    int64_t M, int64_t N, int64_t K, bool transA, bool transB, int64_t align,
+                    Epilogue &&epilogue) {
+  using E = std::remove_reference_t<Epilogue>;
+  PanelEpilogue<T> erased{[](void *ctx, int64_t o0, int64_t o1, const T *panel) {
+                            (*static_cast<E *>(ctx))(o0, o1, panel);
+                          },
+                          const_cast<void *>(static_cast<const void *>(&epilogue))};
+  matmulPanels<T>(A, la, B, lb, batch, M, N, K, transA, transB, align, erased);
 }
 
 /// Batched matmul with explicit batch strides (in elements) for A and B; a
@@ -3632,7 +3655,8 @@ template <typename T> T sumSquares(const T *x, int64_t n) {
 // unit then compiles only its own kernels. Without either macro the header stays
 // header-only.
 #if defined(ORTC_KERN_FLOAT_OBJECT) || defined(ORTC_KERN_INSTANTIATE)
-#define ORTC_KERN_FLOAT_FUNCTIONS(X) X(matmulStrided) X(matmul) X(broadcastTo) \
+#define ORTC_KERN_FLOAT_FUNCTIONS(X) X(matmulStrided) X(matmul) X(matmulLayout) \
+  X(matmulPanels) X(broadcastTo) \
   X(reduce) X(transpose) X(concat) X(split) X(slice) X(sliceGrad) X(pad) X(gather) \
   X(gatherGrad) X(gatherElements) X(scatterElements) X(argReduce) X(topK) X(cumsum) \
   X(reduceProdGrad) X(convForward) X(convGradInput) X(convGradWeight) \
