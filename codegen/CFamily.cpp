@@ -292,6 +292,11 @@ std::string KernelPrinter::streamKey(uint64_t key) {
          slot({LaunchArg::Value, static_cast<int64_t>(key)}) + "))";
 }
 
+std::string KernelPrinter::sizeArg(int64_t n) {
+  return "(*(const int64_t *)ptrs[" + std::to_string(slotNumber({LaunchArg::Value, n}, true)) +
+         "])";
+}
+
 size_t KernelPrinter::slotNumber(LaunchArg arg, bool fresh) {
   auto it = fresh ? slots.end() : llvm::find(slots, arg);
   size_t k = it - slots.begin();
@@ -956,8 +961,9 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         }
         const char *name = wide ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
         body << "  " << lib << name << typed(m.getA()) << ", " << typed(m.getB()) << ", "
-             << typed(res, true) << ", " << batch << ", " << ys[r - 2] << ", " << ys[r - 1] << ", "
-             << k << ", " << b(m.getTransA()) << ", " << b(m.getTransB())
+             << typed(res, true) << ", " << sizeArg(batch) << ", " << sizeArg(ys[r - 2]) << ", "
+             << sizeArg(ys[r - 1]) << ", " << sizeArg(k) << ", " << b(m.getTransA()) << ", "
+             << b(m.getTransB())
              << (accum.empty() ? "" : ", " + accum) << callTail << ");\n";
         return true;
       })
@@ -1092,6 +1098,8 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
     distinct.push_back(std::move(k));
   }
   DistinctKernel &k = distinct[it->second];
+  if (k.sites.empty() || node < k.firstNode)
+    k.firstNode = node;
   k.sites.push_back(site);
   fk.launches.push_back({k.name, slots, node, opName.str(), bytes});
   for (std::ostringstream *s : {&setup, &body, &device})
@@ -1102,17 +1110,28 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
 }
 
 std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
-  // Algorithm: walk the kernels in order of first launch; a unit ends after a
-  // kernel whose hash is 0 modulo kChunk (content-defined chunking, as rsync and
-  // restic cut files), or once it holds kMaxKernels. Boundaries thus move only
-  // where kernels changed, and units average kChunk kernels.
-  constexpr uint64_t kChunk = 6;
+  // Algorithm: walk the kernels by their least ONNX node name (a stable sort of
+  // the first-launch order; with `split` only); a unit ends after a kernel whose hash is 0 modulo
+  // kChunk (content-defined chunking, as rsync and restic cut files), or once it
+  // holds kMaxKernels. Boundaries thus move only where kernels changed, and units
+  // average kChunk kernels. The order of first launch would scatter one layer's
+  // new kernels (forward, backward, evaluation) over the whole list.
+  constexpr uint64_t kChunk = 4;
   constexpr size_t kMaxKernels = 24;
+  std::vector<const DistinctKernel *> order;
+  for (const DistinctKernel &k : distinct)
+    order.push_back(&k);
+  if (split) // one unit (the GPU targets): the order of first launch, easier to read
+    std::stable_sort(order.begin(), order.end(),
+                     [](const DistinctKernel *a, const DistinctKernel *b) {
+                       return a->firstNode < b->firstNode;
+                     });
   std::vector<std::string> units;
   std::string unit;
   std::vector<size_t> declared;
   size_t inUnit = 0;
-  for (const DistinctKernel &k : distinct) {
+  for (const DistinctKernel *kp : order) {
+    const DistinctKernel &k = *kp;
     for (size_t c : k.consts)
       if (!llvm::is_contained(declared, c)) {
         declared.push_back(c);

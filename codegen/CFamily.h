@@ -70,11 +70,14 @@ public:
   /// outputs and arena sizes.
   mlir::LogicalResult emitModule(mlir::ModuleOp module, std::vector<FunctionKernels> &functions,
                                  std::string &error);
-  /// The distinct kernels in order of first launch, each opening with the ONNX
-  /// nodes that launch it and preceded by the constants it reads, cut into units
-  /// that compile independently (one unit unless `split`). Kernels are named after
-  /// a hash of their text and unit boundaries fall after kernels whose hash ends a
-  /// chunk, so an edit to one layer changes the units around it, not the rest.
+  /// The distinct kernels, each opening with the ONNX nodes that launch it and
+  /// preceded by the constants it reads, cut into units that compile independently
+  /// (one unit, in order of first launch, unless `split`). Kernels are named after a
+  /// hash of their text; split units hold them sorted by the least name among the ONNX
+  /// nodes that launch them (then by first launch), and unit boundaries fall after
+  /// kernels whose hash ends a chunk: the kernels an edit to one layer adds sort
+  /// together (their nodes share the layer's name; every kernel the layers share keeps
+  /// the first layer's), so they change the units around one place, not the rest.
   std::vector<std::string> kernelUnits(bool split) const;
 
 protected:
@@ -129,6 +132,12 @@ protected:
   /// read from a launch argument {"value": key} (on the host, also on GPUs) so that
   /// the dropouts of every layer share one kernel.
   std::string streamKey(uint64_t key);
+  /// A C expression for the size `n` handed to a library routine, read from a launch
+  /// argument {"value": n} of its own (never shared with an equal size, so the text
+  /// does not depend on which sizes happen to be equal): the routine takes its sizes
+  /// at run time anyway, and the GEMMs of layers of different widths (a transformer's
+  /// four weight gradients) then share one kernel. Generated loops keep constant sizes.
+  std::string sizeArg(int64_t n);
   /// How a kernel reads a random-stream key (streamKey's {"value"} argument): on
   /// the CPU in place; a GPU kernel receives it as a parameter from its launcher.
   virtual std::string keyInKernel(uint64_t key) { return streamKey(key); }
@@ -260,6 +269,7 @@ private:
     std::vector<std::string> sites; ///< "train_step: ONNX node ..." per launch
     std::vector<size_t> consts;     ///< indices into constDecls, in order of use
     uint64_t hash = 0;              ///< of the text, which decides unit boundaries
+    std::string firstNode; ///< the least ONNX node name launching it: its place in units
   };
 
   mlir::LogicalResult emitFunction(mlir::func::FuncOp f, FunctionKernels &fk,
