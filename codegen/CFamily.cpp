@@ -730,16 +730,19 @@ std::string KernelPrinter::accumLiteral(Operation *op) const {
 void KernelPrinter::convGeom(Operation *op, Value x, Value w, Value y,
                              ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                              ArrayRef<int64_t> dil, int64_t group) {
+  // The library plans each geometry at run time (oneDNN's plans are cached by it), so
+  // the sizes are launch values: the convolutions of every stage share their kernels.
   auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape(), ys = typeOf(y).getShape();
   int ns2 = xs.size() - 2;
-  body << "  " << lib << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
-       << "; g.C = " << xs[1] << "; g.M = " << ws[0] << "; g.group = " << group << ";\n";
-
+  body << "  " << lib << "ConvGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << sizeArg(xs[0])
+       << "; g.C = " << sizeArg(xs[1]) << "; g.M = " << sizeArg(ws[0])
+       << "; g.group = " << sizeArg(group) << ";\n";
   for (int i = 0; i < ns2; ++i)
-    body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << ws[i + 2]
-         << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
-         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.dilation[" << i
-         << "] = " << dil[i] << ";\n";
+    body << "  g.in[" << i << "] = " << sizeArg(xs[i + 2]) << "; g.kernel[" << i
+         << "] = " << sizeArg(ws[i + 2]) << "; g.out[" << i << "] = " << sizeArg(ys[i + 2])
+         << "; g.stride[" << i << "] = " << sizeArg(strides[i]) << "; g.padBegin[" << i
+         << "] = " << sizeArg(pads[i]) << "; g.dilation[" << i << "] = " << sizeArg(dil[i])
+         << ";\n";
   if (std::string a = accumLiteral(op); !a.empty())
     body << "  g.accum = " << a << ";\n";
 }
@@ -749,13 +752,15 @@ void KernelPrinter::poolGeom(const std::string &ns, Value x, Value y, ArrayRef<i
                              ArrayRef<int64_t> dil, bool cip) {
   auto xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
   int ns2 = xs.size() - 2;
-  body << "  " << ns << "PoolGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << xs[0]
-       << "; g.C = " << xs[1] << "; g.countIncludePad = " << (cip ? "true" : "false") << ";\n";
+  body << "  " << ns << "PoolGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << sizeArg(xs[0])
+       << "; g.C = " << sizeArg(xs[1]) << "; g.countIncludePad = " << (cip ? "true" : "false")
+       << ";\n";
   for (int i = 0; i < ns2; ++i)
-    body << "  g.in[" << i << "] = " << xs[i + 2] << "; g.kernel[" << i << "] = " << k[i]
-         << "; g.out[" << i << "] = " << ys[i + 2] << "; g.stride[" << i << "] = " << strides[i]
-         << "; g.padBegin[" << i << "] = " << pads[i] << "; g.padEnd[" << i
-         << "] = " << pads[i + ns2] << "; g.dilation[" << i << "] = " << dil[i] << ";\n";
+    body << "  g.in[" << i << "] = " << sizeArg(xs[i + 2]) << "; g.kernel[" << i
+         << "] = " << sizeArg(k[i]) << "; g.out[" << i << "] = " << sizeArg(ys[i + 2])
+         << "; g.stride[" << i << "] = " << sizeArg(strides[i]) << "; g.padBegin[" << i
+         << "] = " << sizeArg(pads[i]) << "; g.padEnd[" << i << "] = " << sizeArg(pads[i + ns2])
+         << "; g.dilation[" << i << "] = " << sizeArg(dil[i]) << ";\n";
 }
 
 LogicalResult KernelPrinter::unsupported(Operation *op, const std::string &why,
@@ -1026,8 +1031,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         auto xs = typeOf(bn.getX()).getShape();
         body << "  " << lib << "batchNormInfer(" << typed(bn.getX()) << ", " << typed(bn.getScale())
              << ", " << typed(bn.getBias()) << ", " << typed(bn.getMean()) << ", "
-             << typed(bn.getVar()) << ", " << typed(res, true) << ", " << xs[0] << ", " << xs[1]
-             << ", " << dimProduct(xs, 2, xs.size()) << ", "
+             << typed(bn.getVar()) << ", " << typed(res, true) << ", " << sizeArg(xs[0]) << ", "
+             << sizeArg(xs[1]) << ", " << sizeArg(dimProduct(xs, 2, xs.size())) << ", "
              << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << callTail << ");\n";
         return true;
       })
@@ -1037,8 +1042,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         body << "  " << lib << "layerNorm(" << typed(ln.getX()) << ", " << typed(ln.getScale())
              << ", " << (ln.getBias() ? typed(ln.getBias()) : typedNull(ln.getX())) << ", "
              << typed(ln.getY(), true) << ", " << typed(ln.getMean(), true) << ", "
-             << typed(ln.getInvStd(), true) << ", " << dimProduct(xs, 0, axis) << ", "
-             << dimProduct(xs, axis, xs.size()) << ", "
+             << typed(ln.getInvStd(), true) << ", " << sizeArg(dimProduct(xs, 0, axis)) << ", "
+             << sizeArg(dimProduct(xs, axis, xs.size())) << ", "
              << cLiteral(ln.getEpsilon().convertToDouble(), T, sp) << callTail << ");\n";
         return true;
       })
@@ -1049,7 +1054,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
              << ", " << typed(ln.getMean()) << ", " << typed(ln.getInvStd()) << ", "
              << typed(ln.getDy()) << ", " << typed(ln.getDx(), true) << ", "
              << typed(ln.getDscale(), true) << ", " << typed(ln.getDbias(), true) << ", "
-             << dimProduct(xs, 0, axis) << ", " << dimProduct(xs, axis, xs.size()) << callTail << ");\n";
+             << sizeArg(dimProduct(xs, 0, axis)) << ", " << sizeArg(dimProduct(xs, axis, xs.size()))
+             << callTail << ");\n";
         return true;
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto sm) {

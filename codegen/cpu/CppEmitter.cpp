@@ -395,31 +395,35 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
           body << "  ortc::kern::batchNormTrainSync(" << typed(bn.getX()) << ", "
                << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
                << typed(bn.getY(), true) << ", " << typed(bn.getMean(), true) << ", "
-               << typed(bn.getVar(), true) << ", nullptr, " << xs[0] << ", " << xs[1] << ", "
-               << dimProduct(xs, 2, xs.size()) << ", "
+               << typed(bn.getVar(), true) << ", nullptr, " << sizeArg(xs[0]) << ", "
+               << sizeArg(xs[1]) << ", " << sizeArg(dimProduct(xs, 2, xs.size())) << ", "
                << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ", sumRanks);\n";
           return success();
         }
         body << "  ortc::kern::batchNormTrain(" << typed(bn.getX()) << ", "
              << typed(bn.getScale()) << ", " << typed(bn.getBias()) << ", "
              << typed(bn.getY(), true) << ", " << typed(bn.getMean(), true) << ", "
-             << typed(bn.getVar(), true) << ", nullptr, " << xs[0] << ", " << xs[1] << ", "
-             << dimProduct(xs, 2, xs.size()) << ", "
+             << typed(bn.getVar(), true) << ", nullptr, " << sizeArg(xs[0]) << ", "
+             << sizeArg(xs[1]) << ", " << sizeArg(dimProduct(xs, 2, xs.size())) << ", "
              << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ");\n";
         return success();
       })
       .Case([&](BatchNormGradOp bn) {
         auto xs = typeOf(bn.getX()).getShape();
-        body << "  " << T << " invStd[" << xs[1] << "];\n  for (int64_t c = 0; c < " << xs[1]
-             << "; ++c)\n    invStd[c] = " << T << "(1) / std::sqrt(" << typed(bn.getVar())
-             << "[c] + " << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ");\n";
+        // Sizes as launch values (the library's loops take them at run time anyway).
+        std::string n = sizeArg(xs[0]), c = sizeArg(xs[1]);
+        std::string hw = sizeArg(dimProduct(xs, 2, xs.size()));
+        body << "  const int64_t channels = " << c << ";\n  std::vector<" << T
+             << "> invStd(channels);\n  for (int64_t c = 0; c < channels; ++c)\n    invStd[c] = "
+             << T << "(1) / std::sqrt(" << typed(bn.getVar()) << "[c] + "
+             << cLiteral(bn.getEpsilon().convertToDouble(), T, sp) << ");\n";
         if (bn.getSync())
           sumRanksLambda();
         body << "  ortc::kern::batchNormGrad" << (bn.getSync() ? "Sync(" : "(") << typed(bn.getX())
-             << ", " << typed(bn.getScale()) << ", " << typed(bn.getMean()) << ", invStd, "
+             << ", " << typed(bn.getScale()) << ", " << typed(bn.getMean()) << ", invStd.data(), "
              << typed(bn.getDy()) << ", " << typed(bn.getDx(), true) << ", "
-             << typed(bn.getDscale(), true) << ", " << typed(bn.getDbias(), true) << ", "
-             << xs[0] << ", " << xs[1] << ", " << dimProduct(xs, 2, xs.size())
+             << typed(bn.getDscale(), true) << ", " << typed(bn.getDbias(), true) << ", " << n
+             << ", channels, " << hw
              << (bn.getSync() ? ", sumRanks" : "") << ");\n";
         return success();
       })
