@@ -359,6 +359,13 @@ template <typename T> std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
 }
 
+/// p[0, n) = 0 on the pool: a gradient that several windows then add into.
+template <typename T> void zeroFill(T *p, int64_t n) {
+  ORTC_KERN_PARALLEL_FOR_SIMD(n)
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = T(0);
+}
+
 /// Range [lo, hi) of output positions o in [0, outLen) for which the input
 /// coordinate o * stride + offset lies inside [0, inLen). stride > 0.
 inline void validRange(int64_t outLen, int64_t stride, int64_t offset,
@@ -1918,9 +1925,7 @@ template <typename T>
 void convGradInputBatched(const T *dy, const T *w, T *dx, const ConvGeom &geom) {
   const auto [s, G, Cg, Mg, Kd, P] = detail::convShape(geom);
   const int64_t NP = geom.N * P;
-  ORTC_KERN_PARALLEL_FOR_SIMD(geom.N * geom.C * s.inSize)
-  for (int64_t i = 0; i < geom.N * geom.C * s.inSize; ++i)
-    dx[i] = T(0);
+  detail::zeroFill(dx, geom.N * geom.C * s.inSize);
   auto cols = detail::scratch<T>(Kd * NP), dys = detail::scratch<T>(Mg * NP);
   for (int64_t g = 0; g < G && NP; ++g) {
     detail::batchLayout(const_cast<T *>(dy), dys.get(), geom.N, geom.M, g * Mg, Mg, P, true);
@@ -2498,9 +2503,7 @@ template <typename T>
 void maxPoolGrad(const T *x, const T *dy, T *dx, const PoolGeom &geom) {
   const detail::Spatial3 g = detail::toSpatial3(geom);
   const int64_t planes = geom.N * geom.C;
-  ORTC_KERN_PARALLEL_FOR_SIMD(planes * g.inSize)
-  for (int64_t i = 0; i < planes * g.inSize; ++i)
-    dx[i] = T(0);
+  detail::zeroFill(dx, planes * g.inSize);
   detail::forEachMaxPoolRow(x, g, planes,
       [&](int64_t pl, int64_t od, int64_t oh, int64_t ow0, int64_t n, const T *,
           const auto *best) {
@@ -2752,7 +2755,6 @@ void logSoftmaxGrad(const T *y, const T *dy, T *dx, int64_t outer, int64_t axisL
 // Normalisation
 //===----------------------------------------------------------------------===//
 
-
 /// torch.nn.functional.layer_norm / ONNX LayerNormalization over the last
 /// `inner` elements of each of `outer` rows: y = (x - mean) * invStd * scale
 /// + bias with biased variance and invStd = 1 / sqrt(var + eps). scale and
@@ -2825,10 +2827,8 @@ void layerNormGrad(const T *x, const NoDeduce<T> *scale,
       T *dxr = dx + r * inner;
       ORTC_KERN_SIMD
       for (int64_t i = 0; i < inner; ++i) {
-        const double g =
-            static_cast<double>(dyr[i]) * (scale ? double(scale[i]) : 1.0);
         const double xh = (static_cast<double>(xr[i]) - mu) * is;
-        dxr[i] = static_cast<T>(is * (g - sg - xh * sgx));
+        dxr[i] = static_cast<T>(is * (g(i) - sg - xh * sgx));
       }
     }
   }

@@ -9,9 +9,11 @@
  * buffers it reads and writes as `ptrs[0..n)`, in the order of the "args" of the
  * launch in manifest.json (a persistent tensor, an offset into the arena, or an
  * int64 the runtime holds in host memory for that launch: a per-op constant such
- * as dropout's random-stream key).
- * Sizes stay compile-time constants in the body. So every launch with the same
- * printed body (each layer of a transformer) shares one compiled kernel.
+ * as dropout's random-stream key, or a size a library routine takes at run time
+ * anyway: a GEMM's, a convolution's geometry, a norm's rows).
+ * The sizes of generated loops stay compile-time constants in the body. So every
+ * launch with the same printed body (each layer of a transformer, the GEMMs of every
+ * width) shares one compiled kernel.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef ORTC_KERNEL_ABI_H
