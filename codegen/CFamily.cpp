@@ -1117,7 +1117,7 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
 
 std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
   // Algorithm: walk the kernels by their least ONNX node name (a stable sort of
-  // the first-launch order; with `split` only); a unit ends after a kernel whose hash is 0 modulo
+  // the first-launch order); a unit ends after a kernel whose hash is 0 modulo
   // kChunk (content-defined chunking, as rsync and restic cut files), or once it
   // holds kMaxKernels. Boundaries thus move only where kernels changed, and units
   // average kChunk kernels. The order of first launch would scatter one layer's
@@ -1127,7 +1127,8 @@ std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
   std::vector<const DistinctKernel *> order;
   for (const DistinctKernel &k : distinct)
     order.push_back(&k);
-  if (split) // one unit (the GPU targets): the order of first launch, easier to read
+  // One unit (the GPU targets) keeps the order of first launch: easier to read.
+  if (split)
     std::stable_sort(order.begin(), order.end(),
                      [](const DistinctKernel *a, const DistinctKernel *b) {
                        return a->firstNode < b->firstNode;
