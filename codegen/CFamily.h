@@ -2,8 +2,8 @@
 //
 // Why: the CPU (C++), CUDA and HIP emitters print the same planned IR into the same
 // kind of text: one `extern "C"` kernel per op, elementwise ops as one scalar
-// expression, everything else as a call into the target's kernel library with the
-// static shapes spelled out. Kernels are functions of their operands
+// expression, everything else as a call into the target's kernel library, its sizes
+// read from launch values (sizeArg). Kernels are functions of their operands
 // (runtime/include/ortc/kernel_abi.h): every buffer an op touches is a pointer
 // argument `ptrs[k]`, and the launch records where the memory plan put it (a
 // persistent tensor or an arena offset). Launches whose printed bodies are equal
@@ -136,7 +136,9 @@ protected:
   /// argument {"value": n} of its own (never shared with an equal size, so the text
   /// does not depend on which sizes happen to be equal): the routine takes its sizes
   /// at run time anyway, and the GEMMs of layers of different widths (a transformer's
-  /// four weight gradients) then share one kernel. Generated loops keep constant sizes.
+  /// four weight gradients) then share one kernel. Generated loops keep constant sizes,
+  /// and so do the GPU launchers' launch notes (a grid from the sizes): there the
+  /// convolutions share kernels, GEMMs and norms of other sizes still do not.
   std::string sizeArg(int64_t n);
   /// How a kernel reads a random-stream key (streamKey's {"value"} argument): on
   /// the CPU in place; a GPU kernel receives it as a parameter from its launcher.

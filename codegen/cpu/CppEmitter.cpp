@@ -3,8 +3,8 @@
 // Every op becomes one kernel function of its operands (the walk and the
 // deduplication of equal bodies are KernelPrinter's, CFamily.h).
 // Elementwise ops are written out as OpenMP loops; everything else calls the CPU
-// kernel library (ortc_kernels.h, shipped in the artifact) with the static shapes
-// spelled out, so a reader sees exactly what runs. Scalars that live in tensors
+// kernel library (ortc_kernels.h, shipped in the artifact), its sizes read from
+// launch values (the manifest's {"value": n} args). Scalars that live in tensors
 // (learning rate, step, seed, dloss) are read on the host.
 //
 //===----------------------------------------------------------------------===//

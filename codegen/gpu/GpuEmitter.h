@@ -15,7 +15,8 @@ namespace ortc {
 /// `extern "C" void ortc_<op>_<hash>(void *const *ptrs, void *stream)` per distinct
 /// op body of @train_step and @eval_step (planned by ortc-memory-plan), named and
 /// shared as by the CPU emitter (both are KernelPrinters). `ptrs` is a host array of
-/// the operands' device addresses (each launch's "args" in the manifest), `stream`
+/// the operands' device addresses and of host int64 launch values (sizes, random-stream
+/// keys; each launch's "args" in the manifest), `stream`
 /// a cudaStream_t / hipStream_t. Each launcher opens with a comment naming its ONNX
 /// nodes and launch shape; elementwise ops get a generated __global__ kernel (vector
 /// loads where aligned), everything else calls kernels/ortc_gpu_kernels.h. One unit:

@@ -848,7 +848,8 @@ void matmulLayout(const T *A, MatLayout la, const T *B, MatLayout lb, T *C, MatL
 /// What matmulPanels hands each panel to: `fn(ctx, o0, o1, panel)`. A function
 /// pointer, not a template parameter, so that the panel driver is compiled once (into
 /// ortc_kernels_lib.o) and a generated gemm kernel compiles only its epilogue: a
-/// quarter of the compile time of each (one indirect call per panel of >= 16 rows).
+/// quarter of the compile time of each (one indirect call per panel, or per `align` rows
+/// on the short-product path: a cost lost in the GEMM's).
 template <typename T> struct PanelEpilogue {
   void (*fn)(void *ctx, int64_t o0, int64_t o1, const T *panel);
   void *ctx;

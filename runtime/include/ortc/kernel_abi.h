@@ -12,8 +12,8 @@
  * as dropout's random-stream key, or a size a library routine takes at run time
  * anyway: a GEMM's, a convolution's geometry, a norm's rows).
  * The sizes of generated loops stay compile-time constants in the body. So every
- * launch with the same printed body (each layer of a transformer, the GEMMs of every
- * width) shares one compiled kernel.
+ * launch with the same printed body (each layer of a transformer; on the CPU also
+ * the GEMMs of every width) shares one compiled kernel.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef ORTC_KERNEL_ABI_H
