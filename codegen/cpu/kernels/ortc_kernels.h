@@ -103,6 +103,19 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
 
 // `#pragma omp ...` written through _Pragma so that builds without -fopenmp
 // see no unknown pragmas (and no -Wunknown-pragmas warnings).
+// Non-template functions whose bodies are costly to compile (oneDNN plan caches:
+// their std::map instantiations took 0.08 s of every unit's 0.12 s floor) have
+// one definition, in ortc_kernels_lib.o, when generated code is built against that
+// object (see the end of this file): units only declare them.
+#if defined(ORTC_KERN_FLOAT_OBJECT) && !defined(ORTC_KERN_INSTANTIATE)
+#define ORTC_KERN_DECLARE_ONLY
+#endif
+#if defined(ORTC_KERN_FLOAT_OBJECT) || defined(ORTC_KERN_INSTANTIATE)
+#define ORTC_KERN_OBJECT_INLINE
+#else
+#define ORTC_KERN_OBJECT_INLINE inline
+#endif
+
 #if defined(_OPENMP)
 #define ORTC_KERN_PRAGMA(x) _Pragma(#x)
 #else
@@ -983,8 +996,9 @@ void matmul(const T *A, const T *B, T *C, int64_t batch, int64_t M, int64_t N,
 #if defined(ORTC_KERN_DNNL)
 namespace dnnl_detail {
 inline bool nativeBf16();
-inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf16Result,
-                       int64_t batch, int64_t M, int64_t N, int64_t K, bool transA, bool transB);
+ORTC_KERN_OBJECT_INLINE bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C,
+                                        bool bf16Result, int64_t batch, int64_t M, int64_t N,
+                                        int64_t K, bool transA, bool transB);
 } // namespace dnnl_detail
 #endif
 
@@ -2222,8 +2236,11 @@ bool runPlan(std::unique_ptr<Plan> &slot, Make make, void *const *ptrs) {
 /// Runs one pass of a convolution through its plan; false when oneDNN cannot
 /// (the caller falls back). `ptrs` follow the plan's argument order: forward
 /// x, w, y, bias; backward-data dy, w, dx; backward-weights dy, x, dw.
-inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
-                    void *const *ptrs) {
+#if defined(ORTC_KERN_DECLARE_ONLY)
+bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias, void *const *ptrs);
+#else
+ORTC_KERN_OBJECT_INLINE bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
+                                     void *const *ptrs) {
   std::vector<int64_t> key = {int64_t(pass), hasBias, g.nSpatial, g.N, g.C,
                               g.M, g.group};
   for (int i = 0; i < g.nSpatial; ++i)
@@ -2233,6 +2250,7 @@ inline bool runConv(ConvPass pass, const ConvGeom &g, bool hasBias,
   thread_local std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
   return runPlan(plans[key], [&](Plan &plan) { makeConvPlan(plan, pass, g, hasBias); }, ptrs);
 }
+#endif
 
 /// True when oneDNN runs bfloat16 products in hardware on this CPU: AVX-512 BF16
 /// (AMX included). DNNL_MAX_CPU_ISA below that level turns the native path off.
@@ -2280,9 +2298,10 @@ inline void makeMatmulPlan(Plan &plan, bool bf16Result, int64_t batch, int64_t M
 
 /// matmulWide's bfloat16 path (see there): false when this CPU lacks AVX-512 BF16 or
 /// oneDNN has no fast kernel for the geometry (the caller widens instead).
-inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf16Result,
-                       int64_t batch, int64_t M, int64_t N, int64_t K, bool transA,
-                       bool transB) {
+#if !defined(ORTC_KERN_DECLARE_ONLY)
+ORTC_KERN_OBJECT_INLINE bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C,
+                                        bool bf16Result, int64_t batch, int64_t M, int64_t N,
+                                        int64_t K, bool transA, bool transB) {
   if (!nativeBf16())
     return false;
   const std::vector<int64_t> key = {bf16Result, batch, M, N, K, transA, transB};
@@ -2294,6 +2313,7 @@ inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf1
                  },
                  ptrs);
 }
+#endif
 
 } // namespace dnnl_detail
 
@@ -2301,18 +2321,13 @@ inline bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, void *C, bool bf1
 /// else the templates above. Same contracts as the templates. With the float
 /// object (see the end of this file) units only declare them: their oneDNN plans
 /// are compiled once, into ortc_kernels_lib.o.
-#if defined(ORTC_KERN_FLOAT_OBJECT) && !defined(ORTC_KERN_INSTANTIATE)
+#if defined(ORTC_KERN_DECLARE_ONLY)
 void convForward(const float *x, const float *w, const float *bias, float *y,
                  const ConvGeom &geom);
 void convGradInput(const float *dy, const float *w, float *dx, const ConvGeom &geom);
 void convGradWeight(const float *dy, const float *x, float *dw, const ConvGeom &geom);
 #else
-#if defined(ORTC_KERN_INSTANTIATE)
-#define ORTC_KERN_FLOAT_INLINE
-#else
-#define ORTC_KERN_FLOAT_INLINE inline
-#endif
-ORTC_KERN_FLOAT_INLINE void convForward(const float *x, const float *w, const float *bias,
+ORTC_KERN_OBJECT_INLINE void convForward(const float *x, const float *w, const float *bias,
                                         float *y, const ConvGeom &geom) {
   if (geom.accum.kind != Accum::Float)
     return convForward<float>(x, w, bias, y, geom);
@@ -2325,7 +2340,7 @@ ORTC_KERN_FLOAT_INLINE void convForward(const float *x, const float *w, const fl
     convForward<float>(x, w, bias, y, geom);
 }
 
-ORTC_KERN_FLOAT_INLINE void convGradInput(const float *dy, const float *w, float *dx,
+ORTC_KERN_OBJECT_INLINE void convGradInput(const float *dy, const float *w, float *dx,
                                           const ConvGeom &geom) {
   if (geom.accum.kind != Accum::Float)
     return convGradInput<float>(dy, w, dx, geom);
@@ -2337,7 +2352,7 @@ ORTC_KERN_FLOAT_INLINE void convGradInput(const float *dy, const float *w, float
     convGradInput<float>(dy, w, dx, geom);
 }
 
-ORTC_KERN_FLOAT_INLINE void convGradWeight(const float *dy, const float *x, float *dw,
+ORTC_KERN_OBJECT_INLINE void convGradWeight(const float *dy, const float *x, float *dw,
                                            const ConvGeom &geom) {
   if (geom.accum.kind != Accum::Float)
     return convGradWeight<float>(dy, x, dw, geom);
@@ -2348,8 +2363,7 @@ ORTC_KERN_FLOAT_INLINE void convGradWeight(const float *dy, const float *x, floa
                             false, ptrs))
     convGradWeight<float>(dy, x, dw, geom);
 }
-#undef ORTC_KERN_FLOAT_INLINE
-#endif // ORTC_KERN_FLOAT_OBJECT
+#endif // ORTC_KERN_DECLARE_ONLY
 #endif // ORTC_KERN_DNNL
 
 //===----------------------------------------------------------------------===//
