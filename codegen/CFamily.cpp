@@ -588,7 +588,8 @@ Operation *KernelPrinter::rowOp(FusedOp op) {
 }
 
 int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)> read,
-                                 const std::string &indent, std::ostream &os) {
+                                 const std::string &indent, std::ostream &os,
+                                 const std::string &product) {
   Operation *row = rowOp(op);
   Value result = row->getResult(0);
   int64_t n = typeOf(result).getShape().back();
@@ -597,11 +598,14 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
   int64_t numOps = 0, ops = 0;
   // One loader per operand of the row op: the prologue's statements for element j.
   std::string call;
+  SmallVector<std::pair<Value, std::string>> given;
+  if (op.getGemm())
+    given = productExprs(op, product);
   for (auto [k, v] : llvm::enumerate(row->getOperands())) {
     SmallPtrSet<Operation *, 16> slice = dependencies(v, row);
     std::ostringstream stmts;
     DenseMap<Value, std::string> exprs;
-    pointwiseStatements(op, read, in, stmts, numOps, {}, &exprs, &slice);
+    pointwiseStatements(op, read, in, stmts, numOps, given, &exprs, &slice);
     ops += numOps;
     os << indent << "auto load" << k << " = [&](int64_t j) -> " << T << " {\n"
        << stmts.str() << in << "return " << exprs.lookup(v) << ";\n" << indent << "};\n";
@@ -613,8 +617,9 @@ int64_t KernelPrinter::rowKernel(FusedOp op, function_ref<std::string(unsigned)>
   for (Value y : op.getYielded())
     slice.insert_range(dependencies(y, row));
   std::ostringstream stmts;
+  given.push_back({result, "r"});
   SmallVector<std::string> ys =
-      pointwiseStatements(op, read, in, stmts, numOps, {{result, "r"}}, nullptr, &slice);
+      pointwiseStatements(op, read, in, stmts, numOps, given, nullptr, &slice);
   ops += numOps;
   os << indent << "auto store = [&](int64_t j, " << T << " r) {\n" << stmts.str();
   for (auto [k, y] : llvm::enumerate(ys))
@@ -775,33 +780,43 @@ std::string KernelPrinter::layoutLiteral(const MatrixLayout &l) {
          std::to_string(l.outerStride) + ", " + std::to_string(l.innerStride) + "}";
 }
 
-std::string KernelPrinter::gemmOperands(Value a, Value b, bool transA, bool transB,
-                                        ArrayRef<int64_t> ys, std::string &sizes) {
-  auto flag = [](bool v) { return v ? "true" : "false"; };
+KernelPrinter::GemmParts KernelPrinter::gemmParts(Value a, Value b, bool transA, bool transB,
+                                                 ArrayRef<int64_t> ys) {
   size_t r = ys.size();
-  int64_t k = typeOf(a).getDimSize(r - (transA ? 2 : 1));
-  auto operand = [&](Value v, bool trans, int64_t rows, int64_t cols) {
+  GemmParts g;
+  g.batch = dimProduct(ys, 0, r - 2);
+  g.m = ys[r - 2];
+  g.n = ys[r - 1];
+  g.k = typeOf(a).getDimSize(r - (transA ? 2 : 1));
+  auto operand = [&](Value v, bool trans, int64_t rows, int64_t cols, std::string &p,
+                     std::string &layout) {
     MatrixLayout l{cols, 1, rows * cols, 0, false}; // stored [rows, cols], contiguous
-    std::string p;
     if (auto view = v.getDefiningOp<StridedViewOp>()) {
       l = *view.getMatrixLayout();
       p = "(" + typed(view.getX()) + " + " + std::to_string(view.getOffset()) + ")";
     } else {
       p = typed(v);
     }
-    return std::make_pair(p + ", " + layoutLiteral(l), flag(trans != l.transposed));
+    layout = layoutLiteral(l);
+    return trans != l.transposed;
   };
-  int64_t m = ys[r - 2], n = ys[r - 1];
-  auto [pa, ta] = operand(a, transA, transA ? k : m, transA ? m : k);
-  auto [pb, tb] = operand(b, transB, transB ? n : k, transB ? k : n);
-  sizes = std::to_string(dimProduct(ys, 0, r - 2)) + ", " + std::to_string(m) + ", " +
-          std::to_string(n) + ", " + std::to_string(k) + ", " + ta + ", " + tb;
-  return pa + ", " + pb;
+  g.transA = operand(a, transA, transA ? g.k : g.m, transA ? g.m : g.k, g.a, g.layoutA);
+  g.transB = operand(b, transB, transB ? g.n : g.k, transB ? g.k : g.n, g.b, g.layoutB);
+  return g;
+}
+
+std::string KernelPrinter::gemmOperands(Value a, Value b, bool transA, bool transB,
+                                        ArrayRef<int64_t> ys, std::string &sizes) {
+  auto flag = [](bool v) { return v ? "true" : "false"; };
+  GemmParts g = gemmParts(a, b, transA, transB, ys);
+  sizes = std::to_string(g.batch) + ", " + std::to_string(g.m) + ", " + std::to_string(g.n) +
+          ", " + std::to_string(g.k) + ", " + flag(g.transA) + ", " + flag(g.transB);
+  return g.a + ", " + g.layoutA + ", " + g.b + ", " + g.layoutB;
 }
 
 bool KernelPrinter::readByGemmOnly(FusedOp op, unsigned k) {
   Value arg = op.getBody().front().getArgument(k);
-  return op.getKind() == "gemm" && !arg.use_empty() &&
+  return op.getGemm() && !arg.use_empty() &&
          llvm::all_of(arg.getUsers(), llvm::IsaPred<MatMulOp>);
 }
 
@@ -819,6 +834,12 @@ std::string KernelPrinter::gemmCall(FusedOp op, std::string &sizes) {
   MatMulOp mm = op.getGemm();
   return gemmOperands(outerValue(mm.getA()), outerValue(mm.getB()), mm.getTransA(),
                       mm.getTransB(), typeOf(mm.getResult()).getShape(), sizes);
+}
+
+KernelPrinter::GemmParts KernelPrinter::gemmCallParts(FusedOp op) {
+  MatMulOp mm = op.getGemm();
+  return gemmParts(outerValue(mm.getA()), outerValue(mm.getB()), mm.getTransA(), mm.getTransB(),
+                   typeOf(mm.getResult()).getShape());
 }
 
 bool KernelPrinter::emitLibraryCall(Operation *op) {

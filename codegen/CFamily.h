@@ -191,11 +191,14 @@ protected:
   /// element j of the row), a `store(j, r)` that runs the epilogue on element j of
   /// the row op's result and writes each yielded value `out<k>[o * n + j]`, and the
   /// call of the kernel library's line function of the op (softmaxLine, ...), which
-  /// calls them. Input k is read as `read(k)` (a row pointer indexed by j). Returns a
+  /// calls them. Input k is read as `read(k)` (a row pointer indexed by j), element j
+  /// of a GEMM's product (a rows kernel that computes one) as `product`. Returns a
   /// work estimate per element.
   int64_t rowKernel(FusedOp op, llvm::function_ref<std::string(unsigned)> read,
-                    const std::string &indent, std::ostream &os);
-  /// True when input `k` of a gemm kernel is only its GEMM's operand (no row pointer).
+                    const std::string &indent, std::ostream &os,
+                    const std::string &product = "");
+  /// True when input `k` of a gemm kernel (or of a rows kernel that computes a GEMM's
+  /// product) is only its GEMM's operand (no row pointer).
   static bool readByGemmOnly(FusedOp op, unsigned k);
   /// The values of a gemm kernel's body that are its product (the GEMM's result and a
   /// reshape of it), each read as `expr` (pointwiseStatements' `given`).
@@ -203,6 +206,16 @@ protected:
   productExprs(FusedOp op, const std::string &expr);
   /// `{ld, inner, outerStride, innerStride}` of the libraries' MatLayout.
   static std::string layoutLiteral(const MatrixLayout &l);
+  /// A GEMM op(a) x op(b) -> [batch..., M, N] as the libraries take it: each operand's
+  /// pointer (a strided view's root plus offset, else the value's buffer), its MatLayout
+  /// literal and whether it is read transposed; the sizes.
+  struct GemmParts {
+    std::string a, layoutA, b, layoutB;
+    bool transA = false, transB = false;
+    int64_t batch = 1, m = 0, n = 0, k = 0;
+  };
+  GemmParts gemmParts(mlir::Value a, mlir::Value b, bool transA, bool transB,
+                      llvm::ArrayRef<int64_t> ys);
   /// matmulLayout's operand arguments for op(a) x op(b) -> [batch..., M, N] (`ys`),
   /// "A, {layout}, B, {layout}" (a strided view's root and layout, else contiguous),
   /// and in `sizes` "batch, M, N, K, transA, transB".
@@ -210,6 +223,8 @@ protected:
                            llvm::ArrayRef<int64_t> ys, std::string &sizes);
   /// gemmOperands of a gemm kernel's matmul (its operands outside the kernel).
   std::string gemmCall(FusedOp op, std::string &sizes);
+  /// gemmParts of a kernel's matmul.
+  GemmParts gemmCallParts(FusedOp op);
   /// True when yielded value `i` of a pointwise kernel is a sum over its leading dims.
   static bool isSum(FusedOp op, unsigned i);
   /// The ops of a multi-tensor kernel region, in order.

@@ -180,11 +180,14 @@ void CppPrinter::fusedPointwise(FusedOp op) {
 /// A rows kernel: a parallel loop over the rows, each computed by the kernel
 /// library's line function of the row op (softmaxLine, ...) through the loaders and
 /// the store that rowKernel prints (prologue and epilogue inlined into its loops).
+/// With a GEMM, matmulEpilogue computes the product in panels of whole rows and the
+/// epilogue runs each row of the panel, its product read as prod[j] while in cache.
 void CppPrinter::fusedRows(FusedOp op) {
   PointwiseNest nest = pointwiseNest(op);
   for (auto [k, v] : llvm::enumerate(op.getInputs()))
-    body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = " << typed(v)
-         << ";\n";
+    if (!readByGemmOnly(op, k))
+      body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = "
+           << typed(v) << ";\n";
   for (auto [k, r] : llvm::enumerate(op.getResults()))
     body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
          << typed(r, true) << ";\n";
@@ -195,8 +198,19 @@ void CppPrinter::fusedRows(FusedOp op) {
   };
   std::ostringstream code;
   elementIndex = "(o * " + std::to_string(n) + " + j)";
-  int64_t work = rowKernel(op, read, "    ", code);
+  bool gemm = static_cast<bool>(op.getGemm());
+  int64_t work = rowKernel(op, read, gemm ? "      " : "    ", code, "prod[j]");
   elementIndex.clear();
+  if (gemm) {
+    body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
+         << "    for (int64_t o = o0; o < o1; ++o) {\n";
+    rowPointers(op, nest, "      ", "", body);
+    body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
+         << code.str() << "    }\n  };\n";
+    std::string sizes, operands = gemmCall(op, sizes);
+    body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", 1, epilogue);\n";
+    return;
+  }
   body << "  ORTC_KERN_PARALLEL_FOR(" << rows * n * work << ")\n"
        << "  for (int64_t o = 0; o < " << rows << "; ++o) {\n";
   rowPointers(op, nest, "    ", "", body);

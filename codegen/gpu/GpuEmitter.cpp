@@ -234,8 +234,14 @@ void GpuPrinter::fusedKernel(FusedOp op) {
 
 /// A generated __global__ kernel for a rows kernel region: one block per row (a
 /// grid-stride loop over the rows), the row computed by the library's line function
-/// of the row op with the prologue and epilogue inlined (rowKernel).
+/// of the row op with the prologue and epilogue inlined (rowKernel). With a GEMM, the
+/// block first computes its row of the product (one dot product of K terms, in order,
+/// per element) into shared memory, where a row fits kRowCache floats; a longer row
+/// computes each element as it is loaded (the line function loads it once per pass).
+/// Not the tiled GEMM's speed (each row reads all of B): a flash-style tiling of
+/// attention is still to come.
 void GpuPrinter::fusedRowsKernel(FusedOp op) {
+  constexpr int64_t kRowCache = 2048;
   PointwiseNest nest = pointwiseNest(op);
   size_t rank = nest.dims.size();
   int64_t n = nest.dims.back(), rows = nest.numElements() / n;
@@ -243,16 +249,35 @@ void GpuPrinter::fusedRowsKernel(FusedOp op) {
   auto read = [&](unsigned k) {
     return "row" + std::to_string(k) + (nest.strides[k][rank - 1] ? "[j]" : "[0]");
   };
+  MatMulOp gemm = op.getGemm();
+  bool cached = gemm && n <= kRowCache;
   std::ostringstream code;
   kernelKeys.clear();
   elementIndex = "(o * " + std::to_string(n) + " + j)";
-  rowKernel(op, read, "    ", code);
+  rowKernel(op, read, "    ", code, cached ? "prodRow[j]" : "prodAt(j)");
   elementIndex.clear();
   printKernelHead(op, fnName);
-  device << "int64_t rows) {\n"
-         << "  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {\n";
+  device << "int64_t rows) {\n";
+  if (cached)
+    device << "  __shared__ float prodRow[" << n << "];\n";
+  device << "  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {\n";
   rowPointers(op, nest, "    ", "", device);
-  device << code.str() << "  }\n}\n";
+  if (gemm) {
+    GemmParts g = gemmCallParts(op);
+    device << "    const int64_t pb = o / " << g.m << ", pm = o % " << g.m << ";\n"
+           << "    auto prodAt = [&](int64_t j) -> float {\n"
+           << "      float acc = 0.0f;\n"
+           << "      for (int64_t q = 0; q < " << g.k << "; ++q)\n"
+           << "        acc += gemmA(pb, pm, q) * gemmB(pb, q, j);\n"
+           << "      return acc;\n    };\n";
+    if (cached)
+      device << "    for (int64_t j = threadIdx.x; j < " << n << "; j += blockDim.x)\n"
+             << "      prodRow[j] = prodAt(j);\n    __syncthreads();\n";
+  }
+  device << code.str();
+  if (cached) // the next row's product must not overwrite this one's before it is read
+    device << "    __syncthreads();\n";
+  device << "  }\n}\n";
   body << "  " << fnName << "<<<" << std::clamp<int64_t>(rows, 1, 0x7fffffff) << ", " << kBlock
        << ", 0, s>>>" << launchArguments(op) << rows << ");\n";
   launchNote = rowShape(rows, kBlock, "fused rows kernel, one row per block");
@@ -362,14 +387,19 @@ void GpuPrinter::printCoordinates(const PointwiseNest &nest, ArrayRef<int64_t> d
 
 /// "__global__ void NAME(uint64_t key0, ..., const T *in0, ..., T *out0, ..., " of a
 /// fused kernel.
+/// A GEMM's operands (a rows kernel that computes its product) come last, as
+/// LayoutOperand<float> gemmA, gemmB.
 void GpuPrinter::printKernelHead(FusedOp op, const std::string &fnName) {
   device << "__global__ void ORTC_LAUNCH_BOUNDS(" << kBlock << ") " << fnName << "(";
   for (auto &[name, expr] : kernelKeys)
     device << "uint64_t " << name << ", ";
   for (auto [k, v] : llvm::enumerate(op.getInputs()))
-    device << "const " << elemType(v) << " *in" << k << ", ";
+    if (!readByGemmOnly(op, k))
+      device << "const " << elemType(v) << " *in" << k << ", ";
   for (auto [k, r] : llvm::enumerate(op.getResults()))
     device << elemType(r) << " *out" << k << ", ";
+  if (op.getGemm())
+    device << lib << "LayoutOperand<float> gemmA, " << lib << "LayoutOperand<float> gemmB, ";
 }
 
 /// "(keys..., inputs..., results..., " of a fused kernel's launch.
@@ -377,10 +407,18 @@ std::string GpuPrinter::launchArguments(FusedOp op) {
   std::string call = "(";
   for (auto &[name, expr] : kernelKeys)
     call += expr + ", ";
-  for (Value v : op.getInputs())
-    call += typed(v) + ", ";
+  for (auto [k, v] : llvm::enumerate(op.getInputs()))
+    if (!readByGemmOnly(op, k))
+      call += typed(v) + ", ";
   for (Value r : op.getResults())
     call += typed(r, true) + ", ";
+  if (op.getGemm()) {
+    GemmParts g = gemmCallParts(op);
+    auto flag = [](bool v) { return v ? "true" : "false"; };
+    call += lib + "LayoutOperand<float>{" + g.a + ", " + g.layoutA + ", " + flag(g.transA) +
+            "}, " + lib + "LayoutOperand<float>{" + g.b + ", " + g.layoutB + ", " +
+            flag(g.transB) + "}, ";
+  }
   return call;
 }
 

@@ -35,10 +35,11 @@
 //     (computed per row as the row op reads it), its pointwise consumers the
 //     epilogue (computed as it writes each element): attention's scale and mask, the
 //     dropout after the softmax and the scale after its gradient never reach memory.
-//  1d. A float32 GEMM whose product only one group (of the product's shape, no row
-//     op; sums of yielded values over all but the last dim) reads joins it: a "gemm"
-//     kernel computes the product in panels and runs the group on each panel as its
-//     epilogue (attachGemms).
+//  1d. A float32 GEMM whose product only one group (of the product's shape; sums of
+//     yielded values over all but the last dim) reads joins it: a "gemm" kernel
+//     computes the product in panels and runs the group on each panel as its
+//     epilogue; a "rows" kernel runs its row op on each row of the product, which
+//     is then never stored (attachGemms).
 //  2. Operands defined by an index map (broadcast_to) of the group's shape are read
 //     through it: the map is cloned into every kernel that reads it, its source
 //     becomes the kernel's input, and it disappears once no one else reads it. Splat
@@ -725,9 +726,11 @@ struct KernelFormer {
   /// between them that keeps the last dim joins too (its rows are the product's). A
   /// sum over all but the last dim (the bias gradient beside GELU's gradient) stays in
   /// the kernel where the value it adds up is also yielded and the GEMM is one matrix.
-  /// Not where the group holds a row op (its loop is its own), where an operand of the
-  /// GEMM is computed by the group or read through an index map (the GEMM reads
-  /// buffers). Returns group leader -> GEMM (and reshape).
+  /// A group with a row op takes a GEMM whose product its rows read (attention's scores
+  /// QK^T before the softmax, dP = dO V^T before softmax_grad): a row is the product's
+  /// row, whole in every panel. Not where an operand of the GEMM is computed by the
+  /// group or read through an index map (the GEMM reads buffers). Returns group leader
+  /// -> GEMM (and reshape).
   DenseMap<Operation *, SmallVector<Operation *, 2>>
   attachGemms(llvm::EquivalenceClasses<Operation *> &groups, DenseMap<Operation *, unsigned> &pos) {
     DenseMap<Operation *, SmallVector<Operation *, 2>> gemmOf;
@@ -735,7 +738,7 @@ struct KernelFormer {
       if (!(*it)->isLeader())
         continue;
       SmallVector<Operation *> ms(groups.member_begin(**it), groups.member_end());
-      auto pointwise = llvm::find_if(ms, isPointwise);
+      auto pointwise = llvm::find_if(ms, [](Operation *m) { return isPointwise(m) || isRowOp(m); });
       if (pointwise == ms.end())
         continue;
       SmallPtrSet<Operation *, 16> in(ms.begin(), ms.end());
@@ -745,7 +748,7 @@ struct KernelFormer {
       auto keepsRows = [&](Operation *m) {
         auto sum = dyn_cast<ReduceSumOp>(m);
         if (!sum)
-          return isPointwise(m);
+          return isPointwise(m) || isRowOp(m);
         int64_t kept = 1;
         for (size_t d = sum.getAxes().size(); d < shape.size(); ++d)
           kept *= shape[d];

@@ -27,7 +27,7 @@ ArrayRef<int64_t> FusedOp::getIterationShape() {
 }
 
 MatMulOp FusedOp::getGemm() {
-  if (getKind() != "gemm")
+  if (getKind() != "gemm" && getKind() != "rows")
     return {};
   for (Operation &op : getBody().front())
     if (auto mm = dyn_cast<MatMulOp>(op))
@@ -79,40 +79,57 @@ LogicalResult FusedOp::verify() {
   if (getKind() != "pointwise" && getKind() != "rows" && getKind() != "gemm")
     return emitOpError("unknown kind '") << getKind() << "'";
   ArrayRef<int64_t> shape = getIterationShape();
+  // The matmul of a gemm (or rows) kernel and the reshape of its product; checked here,
+  // skipped by the kind's own rules below.
+  MatMulOp gemm;
+  ReshapeOp productReshape;
+  for (Operation &op : block.without_terminator()) {
+    auto f = dyn_cast<FusionOpInterface>(op);
+    if (!f || f.getFusionRole() != FusionRole::Epilogue || !isa<MatMulOp>(op) ||
+        (getKind() != "gemm" && getKind() != "rows"))
+      continue;
+    if (gemm)
+      return emitOpError("a ") << getKind() << " kernel holds at most one matmul";
+    gemm = cast<MatMulOp>(op);
+    if (!isa<BlockArgument>(gemm.getA()) || !isa<BlockArgument>(gemm.getB()))
+      return emitOpError("a ") << getKind() << " kernel's matmul reads kernel inputs";
+    if (gemm.getType().getShape().back() != shape.back())
+      return emitOpError("a ") << getKind() << " kernel runs along its matmul product's rows";
+    if (llvm::is_contained(yield.getValues(), gemm.getResult()))
+      return emitOpError("a ") << getKind() << " kernel does not yield its matmul product";
+    for (Operation *u : gemm->getUsers())
+      if (auto reshape = dyn_cast<ReshapeOp>(u)) {
+        if (reshape.getType().getShape() != shape)
+          return emitOpError("a ") << getKind()
+                                   << " kernel reshapes its product to its iteration shape only";
+        productReshape = reshape;
+      }
+  }
+  auto isProduct = [&](Operation &op) {
+    return &op == gemm.getOperation() || &op == productReshape.getOperation();
+  };
   if (getKind() == "gemm") {
-    MatMulOp gemm;
+    if (!gemm)
+      return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
     for (Operation &op : block.without_terminator()) {
       auto f = dyn_cast<FusionOpInterface>(op);
       FusionRole role = f ? f.getFusionRole() : FusionRole::Opaque;
-      if (role == FusionRole::Epilogue && isa<MatMulOp>(op) && !gemm) {
-        gemm = cast<MatMulOp>(op);
-        if (!isa<BlockArgument>(gemm.getA()) || !isa<BlockArgument>(gemm.getB()))
-          return emitOpError("a gemm kernel's matmul reads kernel inputs");
-        ArrayRef<int64_t> product = gemm.getType().getShape();
-        if (product.back() != shape.back())
-          return emitOpError("a gemm kernel's epilogue runs along the product's rows");
-        if (llvm::is_contained(yield.getValues(), gemm.getResult()))
-          return emitOpError("a gemm kernel does not yield its product");
+      if (isProduct(op))
         continue;
-      }
-      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        if (!gemm || reshape.getX() != gemm.getResult() ||
-            reshape.getType().getShape() != shape)
-          return emitOpError("a gemm kernel reshapes only its product, to its iteration shape");
-        continue;
-      }
+      if (isa<ReshapeOp>(op))
+        return emitOpError("a gemm kernel reshapes only its product, to its iteration shape");
       if (role != FusionRole::Pointwise && role != FusionRole::IndexMap &&
           role != FusionRole::Reduction && !isa<ConstantOp>(op))
         return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
     }
-    if (!gemm)
-      return emitOpError("a gemm kernel holds one float32 matmul and pointwise ops");
   }
   if (getKind() == "rows") {
     int rows = 0;
     for (Operation &op : block.without_terminator()) {
       auto f = dyn_cast<FusionOpInterface>(op);
       FusionRole role = f ? f.getFusionRole() : FusionRole::Opaque;
+      if (isProduct(op))
+        continue;
       if (role == FusionRole::Row)
         ++rows;
       else if (role != FusionRole::Pointwise && role != FusionRole::IndexMap &&

@@ -22,7 +22,12 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     the pointwise ops that compute its operands (prologue) and read its result
     (epilogue), all of one shape: codegen runs the rows in parallel, each through
     the kernel library's line function of the op, and the prologue's and
-    epilogue's values never leave the row.
+    epilogue's values never leave the row. It may also hold one float32 ortc.matmul
+    whose product (or a reshape of it that keeps the last dim) the prologue reads, as
+    in a "gemm" kernel: codegen computes the product's rows as the row op reads them
+    (the CPU: in panels, each row run while it is in cache; GPUs: each element as the
+    block loads it), so attention's scores QK^T and the softmax gradient's dP never
+    reach memory.
     "gemm" holds one float32 ortc.matmul (FusionRole::Epilogue) whose operands are
     block arguments, at most one reshape of its product that keeps the last dim, and
     the pointwise ops of that shape that read it (epilogue: bias, activation, residual
@@ -52,7 +57,8 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     bool readsAtOwnIndex(unsigned i);
     /// The shape a pointwise kernel iterates over (its sums reduce the leading dims).
     ::llvm::ArrayRef<int64_t> getIterationShape();
-    /// A gemm kernel's matmul (null in other kinds).
+    /// The matmul of a gemm kernel or of a rows kernel that computes its product
+    /// (null otherwise).
     MatMulOp getGemm();
   }];
 }

@@ -211,9 +211,11 @@ func.func @recompute_sibling_other_mask(%p: tensor<4x16xf32>, %dy: tensor<4x16xf
 // The clone of a dropout also joins a row kernel holding the dropout_grad of its mask
 // (attention's probabilities: softmax_grad reads them too): computed and stored as the row
 // kernel stores each element, the mask drawn in the same kernel; dV's matmul moves after.
+// The kernel also computes dP = dy v (the rows of the product its row op reads).
 // CHECK-LABEL: func.func @recompute_sibling_rows
-// CHECK: %[[K:.*]]:2 = ortc.fused "rows"(%arg0, %arg3, %{{.*}}) {ortc.stage = "backward"}
+// CHECK: %[[K:.*]]:2 = ortc.fused "rows"(%arg0, %arg3, %arg1, %arg2) {ortc.stage = "backward"}
 // CHECK: ortc.dropout {{.*}}key = 7 : i64, ortc.recompute
+// CHECK-NEXT: ortc.matmul
 // CHECK-NEXT: ortc.dropout_grad {{.*}}key = 7 : i64
 // CHECK-NEXT: ortc.softmax_grad
 // CHECK: ortc.matmul %[[K]]#0, %arg1 {ortc.stage = "backward", trans_a = true}
@@ -546,10 +548,30 @@ func.func @gemm_product_escapes(%x: tensor<8x32xf32>, %w: tensor<32x32xf32>, %r:
 
 // -----
 
-// Not into a row kernel (its loop is the row op's: the scaled softmax keeps its product
-// as an input), nor for a 16-bit GEMM (its library path takes no epilogue). The exp that
-// feeds a GEMM stays apart from the mul reading the product (it runs before the GEMM);
-// the mul is that GEMM's epilogue.
+// A row kernel computes the product its rows read (attention's scaled scores before the
+// softmax): the GEMM joins it, and the product is never stored.
+// CHECK-LABEL: func.func @gemm_into_rows
+// CHECK: ortc.fused "rows"(%arg0, %arg1)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: ortc.matmul
+// CHECK-NEXT: ortc.constant
+// CHECK-NEXT: ortc.mul
+// CHECK-NEXT: ortc.softmax
+// CHECK-NEXT: ortc.yield
+func.func @gemm_into_rows(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %p = ortc.matmul %x, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %half = ortc.constant dense<5.000000e-01> : tensor<8x8xf32>
+  %ps = ortc.mul %p, %half : tensor<8x8xf32>
+  %s = ortc.softmax %ps {axis = 1 : i64} : tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
+// Not into a row kernel when the product is also read elsewhere (here returned: it is
+// stored anyway), nor for a 16-bit GEMM (its library path takes no epilogue). The exp
+// that feeds a GEMM stays apart from the mul reading the product (it runs before the
+// GEMM); the mul is that GEMM's epilogue.
 // CHECK-LABEL: func.func @gemm_not_joined
 // CHECK: %[[P:.*]] = ortc.matmul %arg0, %arg1
 // CHECK: ortc.fused "rows"(%[[P]])
@@ -560,7 +582,7 @@ func.func @gemm_product_escapes(%x: tensor<8x32xf32>, %w: tensor<32x32xf32>, %r:
 // CHECK: return
 func.func @gemm_not_joined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>, %xh: tensor<8x8xbf16>,
                            %wh: tensor<8x8xbf16>)
-    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
   %p = ortc.matmul %x, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
   %half = ortc.constant dense<5.000000e-01> : tensor<8x8xf32>
   %ps = ortc.mul %p, %half : tensor<8x8xf32>
@@ -570,5 +592,5 @@ func.func @gemm_not_joined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>, %xh: tensor
   %y = ortc.mul %e, %q : tensor<8x8xf32>
   %h = ortc.matmul %xh, %wh {f32_result = true} : tensor<8x8xbf16>, tensor<8x8xbf16> -> tensor<8x8xf32>
   %t = ortc.tanh %h : tensor<8x8xf32>
-  return %s, %y, %t : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+  return %s, %y, %t, %p : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }
