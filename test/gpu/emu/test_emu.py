@@ -220,9 +220,10 @@ def conv_pool_model(path):
 
 
 def random_ops_case(target):
-    """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head) and the
-    gpt2 sample with its dropout on, one kernel per op and fused: PyTorch draws other masks, so these
-    are judged against the CPU target, whose counter-based masks the GPU library reproduces
+    """Dropout as exports write it (RandomUniformLike + Less + Where, a Linear head), the
+    gpt2 sample with its dropout on, one kernel per op and fused (and a few kernels that
+    need shapes of their own: transposes, conv and pooling gradients, a wide rows kernel
+    with its GEMM): PyTorch draws other masks, so these are judged against the CPU target, whose counter-based masks the GPU library reproduces
     bit for bit (losses and updates within 1e-5 relative). Returns (failures, coverage)."""
     import test_random_ops as ro
     failures, emitted, launched = [], set(), set()
@@ -250,7 +251,13 @@ def random_ops_case(target):
         cp = os.path.join(d, "conv_pool.onnx")
         conv_pool_model(cp)
         np.savez(os.path.join(d, "cp.npz"), x=rng.standard_normal((2, 4, 11, 14)).astype(np.float32))
-        for tag, model, feed, flags in (("transpose", tr, os.path.join(d, "tr.npz"),
+        # A softmax over the 2304 columns of a GEMM's product: its rows kernel computes
+        # each element's dot product as it loads it (a row too long for shared memory).
+        wide = os.path.join(ROOT, "test", "lit", "Inputs", "wide-softmax.onnxtxt")
+        np.savez(os.path.join(d, "wide.npz"), x=rng.standard_normal((2, 2)).astype(np.float32),
+                 labels=(rng.random((2, 2304)) / 1152).astype(np.float32))
+        for tag, model, feed, flags in (("wide-rows", wide, os.path.join(d, "wide.npz"),
+                                         ["--loss", "mse"]),("transpose", tr, os.path.join(d, "tr.npz"),
                                          ["--loss", "none", "--loss-output", "loss"]),
                                         ("conv-pool", cp, os.path.join(d, "cp.npz"),
                                          ["--loss", "none", "--loss-output", "loss"]),

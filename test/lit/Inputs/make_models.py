@@ -331,6 +331,19 @@ def gemm_matmul():
     return model(nodes, inputs, outputs, inits)
 
 
+@register("wide-softmax.onnxtxt")
+def wide_softmax():
+    # A softmax over the 2304 columns of a product: its rows kernel computes the product's
+    # rows (GPUs: too long a row for shared memory, so each element as it is loaded).
+    nodes = [
+        node("MatMul", ["x", "W"], ["logits"], "proj"),
+        node("Softmax", ["logits"], ["probs"], "softmax", axis=-1),
+    ]
+    w = (np.sin(np.arange(2 * 2304, dtype=np.float64)) * 0.5).astype(np.float32)
+    inits = [nh.from_array(w.reshape(2, 2304), "W")]
+    return model(nodes, [vi("x", F, [2, 2])], [out("probs")], inits)
+
+
 @register("dropout-loss.onnxtxt")
 def dropout_loss():
     nodes = [
