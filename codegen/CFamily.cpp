@@ -805,13 +805,16 @@ KernelPrinter::GemmParts KernelPrinter::gemmParts(Value a, Value b, bool transA,
   return g;
 }
 
-std::string KernelPrinter::gemmOperands(Value a, Value b, bool transA, bool transB,
-                                        ArrayRef<int64_t> ys, std::string &sizes) {
+std::string KernelPrinter::gemmArguments(const GemmParts &g, std::string &sizes) {
   auto flag = [](bool v) { return v ? "true" : "false"; };
-  GemmParts g = gemmParts(a, b, transA, transB, ys);
   sizes = std::to_string(g.batch) + ", " + std::to_string(g.m) + ", " + std::to_string(g.n) +
           ", " + std::to_string(g.k) + ", " + flag(g.transA) + ", " + flag(g.transB);
   return g.a + ", " + g.layoutA + ", " + g.b + ", " + g.layoutB;
+}
+
+std::string KernelPrinter::gemmOperands(Value a, Value b, bool transA, bool transB,
+                                        ArrayRef<int64_t> ys, std::string &sizes) {
+  return gemmArguments(gemmParts(a, b, transA, transB, ys), sizes);
 }
 
 bool KernelPrinter::readByGemmOnly(FusedOp op, unsigned k) {
@@ -831,9 +834,7 @@ SmallVector<std::pair<Value, std::string>> KernelPrinter::productExprs(FusedOp o
 }
 
 std::string KernelPrinter::gemmCall(FusedOp op, std::string &sizes) {
-  MatMulOp mm = op.getGemm();
-  return gemmOperands(outerValue(mm.getA()), outerValue(mm.getB()), mm.getTransA(),
-                      mm.getTransB(), typeOf(mm.getResult()).getShape(), sizes);
+  return gemmArguments(gemmCallParts(op), sizes);
 }
 
 KernelPrinter::GemmParts KernelPrinter::gemmCallParts(FusedOp op) {

@@ -216,6 +216,8 @@ protected:
   };
   GemmParts gemmParts(mlir::Value a, mlir::Value b, bool transA, bool transB,
                       llvm::ArrayRef<int64_t> ys);
+  /// "A, {layout}, B, {layout}" of `g`, and in `sizes` "batch, M, N, K, transA, transB".
+  static std::string gemmArguments(const GemmParts &g, std::string &sizes);
   /// matmulLayout's operand arguments for op(a) x op(b) -> [batch..., M, N] (`ys`),
   /// "A, {layout}, B, {layout}" (a strided view's root and layout, else contiguous),
   /// and in `sizes` "batch, M, N, K, transA, transB".

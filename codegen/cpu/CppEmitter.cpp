@@ -104,11 +104,17 @@ private:
   static SmallVector<size_t> sumResults(FusedOp op);
   /// Prints the innermost statements that write yielded value k at element (o, j) of a
   /// [rows, cols] kernel, or add it into its block's partial sum `sum<k>[j]`.
-  void storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols);
-  /// Declares row<k> = input k at row `o` of the nest's outer dims (plus `column`
-  /// along the last dim where the input varies along it).
+  void storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols, std::ostream &os);
+  /// Declares in<k> (inputs other than a GEMM's operands) and out<k> of a fused kernel.
+  void kernelPointers(FusedOp op);
   void fusedRows(FusedOp op);
   void fusedGemm(FusedOp op);
+  /// The `epilogue(o0, o1, panel)` lambda of a kernel with a GEMM and its
+  /// matmulEpilogue call: for each row o of a panel, the row pointers, `rowDecls`,
+  /// `prod` (row o of the product) and `rowCode`; panels hold whole blocks of
+  /// `blockRows` rows.
+  void panelEpilogue(FusedOp op, const PointwiseNest &nest, const std::string &rowDecls,
+                     const std::string &rowCode, int64_t blockRows);
   void loop(Value out, const std::string &expr) {
     int64_t n = numElements(out);
     body << "  " << cType(typeOf(out).getElementType()) << " *y = " << typed(out, true)
@@ -127,12 +133,7 @@ private:
 void CppPrinter::fusedPointwise(FusedOp op) {
   PointwiseNest nest = pointwiseNest(op);
   auto inputs = op.getInputs();
-  for (auto [k, v] : llvm::enumerate(inputs))
-    body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = " << typed(v)
-         << ";\n";
-  for (auto [k, r] : llvm::enumerate(op.getResults()))
-    body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
-         << typed(r, true) << ";\n";
+  kernelPointers(op);
   int64_t n = nest.numElements();
   std::ostringstream stmts;
   int64_t numOps = 0;
@@ -177,13 +178,7 @@ void CppPrinter::fusedPointwise(FusedOp op) {
   body << "    }\n  }\n";
 }
 
-/// A rows kernel: a parallel loop over the rows, each computed by the kernel
-/// library's line function of the row op (softmaxLine, ...) through the loaders and
-/// the store that rowKernel prints (prologue and epilogue inlined into its loops).
-/// With a GEMM, matmulEpilogue computes the product in panels of whole rows and the
-/// epilogue runs each row of the panel, its product read as prod[j] while in cache.
-void CppPrinter::fusedRows(FusedOp op) {
-  PointwiseNest nest = pointwiseNest(op);
+void CppPrinter::kernelPointers(FusedOp op) {
   for (auto [k, v] : llvm::enumerate(op.getInputs()))
     if (!readByGemmOnly(op, k))
       body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = "
@@ -191,6 +186,30 @@ void CppPrinter::fusedRows(FusedOp op) {
   for (auto [k, r] : llvm::enumerate(op.getResults()))
     body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
          << typed(r, true) << ";\n";
+}
+
+void CppPrinter::panelEpilogue(FusedOp op, const PointwiseNest &nest,
+                               const std::string &rowDecls, const std::string &rowCode,
+                               int64_t blockRows) {
+  body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
+       << "    for (int64_t o = o0; o < o1; ++o) {\n";
+  rowPointers(op, nest, "      ", "", body);
+  body << rowDecls << "      const float *prod = panel + (o - o0) * " << nest.dims.back()
+       << ";\n"
+       << rowCode << "    }\n  };\n";
+  std::string sizes, operands = gemmCall(op, sizes);
+  body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", " << blockRows
+       << ", epilogue);\n";
+}
+
+/// A rows kernel: a parallel loop over the rows, each computed by the kernel
+/// library's line function of the row op (softmaxLine, ...) through the loaders and
+/// the store that rowKernel prints (prologue and epilogue inlined into its loops).
+/// With a GEMM, matmulEpilogue computes the product in panels of whole rows and the
+/// epilogue runs each row of the panel, its product read as prod[j] while in cache.
+void CppPrinter::fusedRows(FusedOp op) {
+  PointwiseNest nest = pointwiseNest(op);
+  kernelPointers(op);
   size_t rank = nest.dims.size();
   int64_t n = nest.dims.back(), rows = nest.numElements() / n;
   auto read = [&](unsigned k) {
@@ -202,13 +221,7 @@ void CppPrinter::fusedRows(FusedOp op) {
   int64_t work = rowKernel(op, read, gemm ? "      " : "    ", code, "prod[j]");
   elementIndex.clear();
   if (gemm) {
-    body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
-         << "    for (int64_t o = o0; o < o1; ++o) {\n";
-    rowPointers(op, nest, "      ", "", body);
-    body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
-         << code.str() << "    }\n  };\n";
-    std::string sizes, operands = gemmCall(op, sizes);
-    body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", 1, epilogue);\n";
+    panelEpilogue(op, nest, "", code.str(), 1);
     return;
   }
   body << "  ORTC_KERN_PARALLEL_FOR(" << rows * n * work << ")\n"
@@ -223,13 +236,7 @@ void CppPrinter::fusedRows(FusedOp op) {
 /// every result written at its element, or added into its block's partial sums.
 void CppPrinter::fusedGemm(FusedOp op) {
   PointwiseNest nest = pointwiseNest(op);
-  for (auto [k, v] : llvm::enumerate(op.getInputs()))
-    if (!readByGemmOnly(op, k))
-      body << "  const " << cType(typeOf(v).getElementType()) << " *in" << k << " = "
-           << typed(v) << ";\n";
-  for (auto [k, r] : llvm::enumerate(op.getResults()))
-    body << "  " << cType(typeOf(r).getElementType()) << " *out" << k << " = "
-         << typed(r, true) << ";\n";
+  kernelPointers(op);
   size_t rank = nest.dims.size();
   int64_t n = nest.dims.back();
   auto read = [&](unsigned k) {
@@ -247,20 +254,16 @@ void CppPrinter::fusedGemm(FusedOp op) {
   int64_t rows = nest.numElements() / n, blocks = (rows + kSumRows - 1) / kSumRows;
   if (!sums.empty())
     body << "  std::vector<double> partial(" << sums.size() * blocks * n << ");\n";
-  body << "  auto epilogue = [&](int64_t o0, int64_t o1, const float *panel) {\n"
-       << "    for (int64_t o = o0; o < o1; ++o) {\n";
-  rowPointers(op, nest, "      ", "", body);
+  std::ostringstream sumDecls;
   for (auto [s, k] : llvm::enumerate(sums))
-    body << "      double *sum" << k << " = partial.data() + " << s * blocks * n << " + (o / "
-         << kSumRows << ") * " << n << ";\n";
-  body << "      const float *prod = panel + (o - o0) * " << n << ";\n"
-       << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << n << "; ++j) {\n"
-       << stmts.str();
-  storeOrAdd(op, ys, n);
-  body << "      }\n    }\n  };\n";
-  std::string sizes, operands = gemmCall(op, sizes);
-  body << "  " << lib << "matmulEpilogue(" << operands << ", " << sizes << ", "
-       << (sums.empty() ? 1 : kSumRows) << ", epilogue);\n";
+    sumDecls << "      double *sum" << k << " = partial.data() + " << s * blocks * n
+             << " + (o / " << kSumRows << ") * " << n << ";\n";
+  std::ostringstream rowLoop;
+  rowLoop << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << n << "; ++j) {\n"
+          << stmts.str();
+  storeOrAdd(op, ys, n, rowLoop);
+  rowLoop << "      }\n";
+  panelEpilogue(op, nest, sumDecls.str(), rowLoop.str(), sums.empty() ? 1 : kSumRows);
   if (!sums.empty())
     sumBlocks(op, sums, blocks, n);
 }
@@ -296,7 +299,7 @@ void CppPrinter::fusedPointwiseSums(FusedOp op, const PointwiseNest &nest) {
   rowPointers(op, nest, "      ", "", body);
   body << "      ORTC_KERN_SIMD\n      for (int64_t j = 0; j < " << cols << "; ++j) {\n"
        << stmts.str();
-  storeOrAdd(op, ys, cols);
+  storeOrAdd(op, ys, cols, body);
   body << "      }\n    }\n  }\n";
   sumBlocks(op, sums, blocks, cols);
 }
@@ -309,12 +312,13 @@ SmallVector<size_t> CppPrinter::sumResults(FusedOp op) {
   return sums;
 }
 
-void CppPrinter::storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols) {
+void CppPrinter::storeOrAdd(FusedOp op, ArrayRef<std::string> ys, int64_t cols,
+                            std::ostream &os) {
   for (auto [k, y] : llvm::enumerate(ys))
     if (isSum(op, k))
-      body << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
+      os << "        sum" << k << "[j] += static_cast<double>(" << y << ");\n";
     else
-      body << "        "
+      os << "        "
            << elementStore("out" + std::to_string(k) + "[o * " + std::to_string(cols) + " + j]",
                            elementOf(op, k), y)
            << "\n";

@@ -101,8 +101,6 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
 #define ORTC_KERN_ALWAYS_INLINE inline
 #endif
 
-// `#pragma omp ...` written through _Pragma so that builds without -fopenmp
-// see no unknown pragmas (and no -Wunknown-pragmas warnings).
 // Non-template functions whose bodies are costly to compile (oneDNN plan caches:
 // their std::map instantiations took 0.08 s of every unit's 0.12 s floor) have
 // one definition, in ortc_kernels_lib.o, when generated code is built against that
@@ -116,6 +114,8 @@ double exp(double) noexcept ORTC_KERN_SIMD_DECL;
 #define ORTC_KERN_OBJECT_INLINE inline
 #endif
 
+// `#pragma omp ...` written through _Pragma so that builds without -fopenmp
+// see no unknown pragmas (and no -Wunknown-pragmas warnings).
 #if defined(_OPENMP)
 #define ORTC_KERN_PRAGMA(x) _Pragma(#x)
 #else
