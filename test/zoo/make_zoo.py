@@ -28,7 +28,19 @@ the manifest zoo.json (a subset run replaces only its own entries). Keys of the 
                                 (relative precision 6e-8, far below the oracle's 2e-3 floor)
   float32/<opt>/update_err/<init>  ||dp32 - dp64|| / ||dp64|| of PyTorch's float32 run (the
                                 yardstick; its own updates are not needed)
+  float32/<opt>/spread/losses_err       per step, the largest |L32 - L64| / max(|L64|, 1e-3)
+  float32/<opt>/spread/update_err/<init>  and the largest update error, of PERTURBED_RUNS more
+                                PyTorch float32 runs whose start is the float32 start with every
+                                parameter element moved by one ulp (a seeded random direction):
+                                what float32 rounding alone does to this model's trajectory
 with dtype in float32, float64 and opt in sgd, adamw.
+
+The spread is the yardstick's second half. On a well-conditioned model the perturbed runs land
+where the plain float32 run does; on one where float32 rounding decides the trajectory (a ReLU
+pre-activation within rounding of zero, a gradient below float32 noise fed to AdamW's sign-like
+first step) the plain run's distance is one draw of a coin flip, and the spread is how far float32
+can land. `--spread-only` adds it to the committed fixtures without exporting again (the seeded
+model's initial values must equal the fixture's).
 
 Choices (also recorded in zoo.json): every dropout probability is 0 (HF configs, torchvision
 dropout arguments, stochastic depth) so trajectories are deterministic; models are in train mode
@@ -59,6 +71,7 @@ BATCH = 2
 VOCAB = 128
 LR = {"sgd": 0.05, "adamw": 0.003}
 DTYPES = ("float32", "float64")
+PERTURBED_RUNS = 4
 OPTS = ("sgd", "adamw")
 DYNAMO_OPSET, LEGACY_OPSET = 18, 17
 EXPORTERS = ("dynamo", "legacy")
@@ -440,8 +453,17 @@ def loss_fn(logits, labels, axis):
     return F.cross_entropy(logits, labels)
 
 
-def trajectory(model, feed, labels, axis, dtype, opt, lr, bn_eval=False):
+def trajectory(model, feed, labels, axis, dtype, opt, lr, bn_eval=False, perturb=None):
+    """Trains a copy of `model` in `dtype` for STEPS steps; with `perturb` (a seed), every
+    parameter element first moves one ulp of `dtype` up or down (seeded random direction)."""
     m = copy.deepcopy(model).to(getattr(torch, dtype)).train()
+    if perturb is not None:
+        g = torch.Generator().manual_seed(perturb)
+        with torch.no_grad():
+            for p in m.parameters():
+                up = torch.rand(p.shape, generator=g) < 0.5
+                p.copy_(torch.nextafter(p, torch.where(up, torch.full_like(p, float("inf")),
+                                                       torch.full_like(p, float("-inf")))))
     if bn_eval:  # what a graph with BatchNormalization training_mode=0 computes
         for mod in m.modules():
             if isinstance(mod, nn.modules.batchnorm._BatchNorm):
@@ -469,6 +491,70 @@ def trajectory(model, feed, labels, axis, dtype, opt, lr, bn_eval=False):
 
 def rel(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def f32_spread(model, feed, labels, axis, lr, bn_eval, tensors, f64):
+    """The spread keys of the .npz (see the module doc) and their summary {opt: {loss, update}}:
+    PERTURBED_RUNS float32 runs per optimizer from one-ulp-perturbed starts, each against the
+    float64 run f64[opt] = (losses, state). `tensors` maps each judged initializer to its torch
+    name (the norms do not depend on the ONNX layout)."""
+    p0 = {n: p.detach().double() for n, p in model.named_parameters()}
+    p0.update({n: t.detach().double() for n, t in model.state_dict(keep_vars=True).items() if n not in p0})
+    out, summary = {}, {}
+    for opt in OPTS:
+        l64, s64 = f64[opt]
+        lerr, uerr = np.zeros(STEPS), {o: 0.0 for o in tensors}
+        for seed in range(1, PERTURBED_RUNS + 1):
+            l32, s32, _ = trajectory(model, feed, labels, axis, "float32", opt, lr[opt], bn_eval, perturb=seed)
+            lerr = np.maximum(lerr, np.abs(l32 - l64) / np.maximum(np.abs(l64), 1e-3))
+            for o, t in tensors.items():
+                uerr[o] = max(uerr[o], rel((s32[t] - p0[t]).numpy(), (s64[t] - p0[t]).numpy()))
+        out["float32/%s/spread/losses_err" % opt] = lerr
+        for o, e in uerr.items():
+            out["float32/%s/spread/update_err/%s" % (opt, o)] = np.float64(e)
+        summary[opt] = {"loss": float(lerr.max()), "update": max(uerr.values(), default=0.0)}
+    return out, summary
+
+
+def add_spread(entry, log):
+    """--spread-only: adds the spread to one committed fixture (its .npz and zoo.json entry)
+    without exporting again; the seeded model must reproduce the fixture's feed, initial values
+    and float64 losses."""
+    base = entry["file"]
+    path = os.path.join(ZOO, base + ".npz")
+    with np.load(path) as z:
+        ref = dict(z)
+    attn = next((n.split("=", 1)[1] for n in entry["notes"] if n.startswith("attn_implementation=")), None)
+    model, feed, labels, _, axis, _, _ = make(entry["model"], attn)
+    for k, v in list(feed.items()) + [("labels", labels)]:
+        if not np.array_equal(ref[k], v):
+            raise RuntimeError("%s: the seeded model's %s differs from the fixture's" % (base, k))
+    state = dict(model.named_parameters())
+    state.update({n: t for n, t in model.state_dict(keep_vars=True).items() if n not in state})
+    tensors = {}
+    for o in entry["trainable"] + entry["buffers"]:
+        m = entry["mapping"][o]
+        v = state[m["torch"]].detach().numpy()
+        if not np.array_equal(v.T if m["layout"] == "transposed" else v, ref["init/" + o]):
+            raise RuntimeError("%s: the seeded model's %s differs from the fixture's init/%s" % (base, m["torch"], o))
+        if o not in entry["noise_only"]:
+            tensors[o] = m["torch"]
+    bn_eval = entry["batchnorm"].startswith("eval")
+    f64 = {}
+    for opt in OPTS:
+        losses, s64, _ = trajectory(model, feed, labels, axis, "float64", opt, entry["lr"][opt], bn_eval)
+        want = ref["float64/%s/losses" % opt]
+        if not np.allclose(losses, want, rtol=1e-9, atol=0):
+            raise RuntimeError("%s/%s: float64 losses %s, the fixture's %s" % (base, opt, losses, want))
+        f64[opt] = (losses, s64)
+    keys, summary = f32_spread(model, feed, labels, axis, entry["lr"], bn_eval, tensors, f64)
+    ref.update(keys)
+    np.savez_compressed(path, **ref)
+    entry["torch_f32_spread"] = summary
+    entry["npz_bytes"] = os.path.getsize(path)
+    log("%-32s spread %s (plain float32 run %s)" % (
+        base, {k: "%.1e/%.1e" % (v["loss"], v["update"]) for k, v in summary.items()},
+        {k: "%.1e/%.1e" % (v["loss"], v["update"]) for k, v in entry["torch_f32_vs_f64"].items()}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -632,6 +718,11 @@ def generate(name, exporter, optimize, log):
             d32 = res["float32/%s/final/%s" % (opt, o)] - p0
             uerr = max(uerr, rel(d32, d64))
         f32[opt] = {"loss": lerr, "update": uerr}
+    spread, f32_spread_summary = f32_spread(
+        model, feed, labels, axis, lr, bn_eval,
+        {o: tmap[o] for o in trainable + buffers if o not in noise_only},
+        {opt: runs[opt]["float64"][:2] for opt in OPTS})
+    res.update(spread)
     np.savez_compressed(os.path.join(ZOO, base + ".npz"), **compact(res, inits))
 
     # BatchNorm export check and ops.
@@ -679,7 +770,7 @@ def generate(name, exporter, optimize, log):
         "ops": ops, "functions": funcs, "nodes": len(proto.graph.node),
         "params": int(sum(inits[o].size for o in trainable)),
         "onnx_bytes": os.path.getsize(path), "npz_bytes": os.path.getsize(os.path.join(ZOO, base + ".npz")),
-        "torch_f32_vs_f64": f32,
+        "torch_f32_vs_f64": f32, "torch_f32_spread": f32_spread_summary,
         "losses_f64": {opt: res["float64/%s/losses" % opt].tolist() for opt in OPTS},
     }
     return entry
@@ -691,6 +782,8 @@ def main():
     ap.add_argument("--exporter", choices=EXPORTERS, action="append")
     ap.add_argument("--optimize", action="store_true",
                     help="dynamo: run the onnxscript optimizer (off by default, see zoo.json)")
+    ap.add_argument("--spread-only", action="store_true",
+                    help="add the perturbed float32 runs' spread to the committed fixtures, exporting nothing")
     a = ap.parse_args()
     models = a.models or list(MODELS)
     bad = [m for m in models if m not in MODELS]
@@ -701,13 +794,21 @@ def main():
     if os.path.exists(MANIFEST):
         with open(MANIFEST) as f:
             manifest = json.load(f)
-    keep = lambda e: not (e["model"] in models and e["exporter"] in exporters)  # noqa: E731
-    manifest["files"] = [e for e in manifest["files"] if keep(e)]
-    manifest["failed_exports"] = [e for e in manifest["failed_exports"] if keep(e)]
 
     def log(s):
         print(s, flush=True)
 
+    if a.spread_only:
+        for e in manifest["files"]:
+            if e["model"] in models and e["exporter"] in exporters:
+                add_spread(e, log)
+        with open(MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+            f.write("\n")
+        return
+    keep = lambda e: not (e["model"] in models and e["exporter"] in exporters)  # noqa: E731
+    manifest["files"] = [e for e in manifest["files"] if keep(e)]
+    manifest["failed_exports"] = [e for e in manifest["failed_exports"] if keep(e)]
     for name in models:
         for exporter in exporters:
             base = "%s.%s" % (name, exporter)

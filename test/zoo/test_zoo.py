@@ -8,7 +8,9 @@
 # then per step |L - L64| / max(|L64|, 1e-3) <= max(1e-4, 3 x PyTorch f32's), and per trained
 # tensor ||dp - dp64|| / ||dp64|| <= max(2e-3, 3 x PyTorch f32's) with dp = p5 - p0 (noise_only
 # tensors skipped); constants ortc saved must be unchanged, and ortc must train nothing that is
-# neither a torch parameter nor a BatchNorm statistic.
+# neither a torch parameter nor a BatchNorm statistic. "PyTorch f32's" distance is the largest of
+# its plain float32 run and of its runs from one-ulp-perturbed starts (the fixture's spread, see
+# make_zoo.py): where float32 rounding decides the trajectory, one run is one draw of a coin.
 #
 # Expected failures are listed in xfail.txt (`<model>.<exporter>[/<opt>] <reason>`), strictly
 # unless the reason starts "unstable:" (measured float32 chaos, may pass or fail): a
@@ -160,8 +162,9 @@ def oracle(entry, opt, ref, losses, trained, worst):
         return ["%d losses logged, want %d" % (len(losses), len(l64))]
     for key in ("loss", "loss32", "update", "update32"):  # the worst over every run
         worst.setdefault(key, 0.0)
+    spread = ref.get("float32/%s/spread/losses_err" % opt, np.zeros(len(l64)))
     for i, (l, a, b) in enumerate(zip(losses, l64, l32)):
-        e, e32 = loss_err(l, a), loss_err(b, a)
+        e, e32 = loss_err(l, a), max(loss_err(b, a), float(spread[i]))
         worst["loss"], worst["loss32"] = max(worst["loss"], e), max(worst["loss32"], e32)
         if not e <= max(LOSS_FLOOR, SLACK * e32):
             failures.append("step %d: loss %r is %.2e from float64 %r (PyTorch float32: %.2e)" % (i + 1, l, e, a, e32))
@@ -178,7 +181,9 @@ def oracle(entry, opt, ref, losses, trained, worst):
             failures.append("'%s' saved with shape %s, want %s" % (name, dp.shape, p0.shape))
             continue
         dp64 = ref["float64/%s/update/%s" % (opt, name)].astype(np.float64)
-        e, e32 = rel_err(dp, dp64), float(ref["float32/%s/update_err/%s" % (opt, name)])
+        e32 = max(float(ref["float32/%s/update_err/%s" % (opt, name)]),
+                  float(ref.get("float32/%s/spread/update_err/%s" % (opt, name), 0.0)))
+        e = rel_err(dp, dp64)
         worst["update"], worst["update32"] = max(worst["update"], e), max(worst["update32"], e32)
         if not e <= max(UPDATE_FLOOR, SLACK * e32):
             failures.append("update of '%s' is %.2e from float64 (PyTorch float32: %.2e)" % (name, e, e32))
