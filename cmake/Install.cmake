@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS ortc ortc-opt ortc-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS ortc_runtime ortc_sha256 ortc_cpu_features
+install(TARGETS ortc_runtime ortc_digest ortc_cpu_features
   EXPORT ortcTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -22,6 +22,7 @@
 
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 #include "compiler/Dialect/Ortc/StepFunction.h"
+#include "ortc/digest.h"
 #include "ortc/sha256.h"
 
 #include <nlohmann/json.hpp>
@@ -514,11 +515,12 @@ bool compileUnits(const fs::path &dir, const std::vector<std::string> &names,
 
 /// Writes params.bin (the initial values, in manifest order) a tensor at a time,
 /// straight from where the importer left them (mostly views of the mapped model), and
-/// hashes the same bytes on a second thread meanwhile; fills each tensor's "init"
+/// digests the same bytes on a second thread meanwhile (XXH3-128, see
+/// ortc/digest.h: SHA-256 was most of a rebuild's time); fills each tensor's "init"
 /// range. With `omit` (--no-params) writes nothing and marks those tensors
 /// "init_omitted".
 bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json &tensors, bool omit,
-                  std::string &sha, std::string &error) {
+                  std::string &digest, std::string &error) {
   if (omit) {
     for (size_t i = 0; i < table.tensors().size(); ++i)
       if (const auto &init = table.tensors()[i].init)
@@ -535,7 +537,7 @@ bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json
     tensors[i]["init"] = {{"offset", offset}, {"bytes", parts.back().size()}};
     offset += parts.back().size();
   }
-  Sha256 hash;
+  ParamsDigest hash;
   std::thread hasher([&] {
     for (std::string_view v : parts)
       hash.update(v.data(), v.size());
@@ -549,7 +551,7 @@ bool streamParams(const fs::path &path, const TensorTable &table, nlohmann::json
     error = "cannot write " + path.string();
     return false;
   }
-  sha = hash.hex();
+  digest = hash.digest();
   return true;
 }
 
@@ -712,11 +714,11 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
     if (t.defaultValue)
       tensors.back()["default"] = *t.defaultValue;
   }
-  std::string paramsSha, paramsError;
+  std::string paramsDigestText, paramsError;
   bool paramsOk = false;
   std::thread paramsWriter([&] {
     auto p0 = std::chrono::steady_clock::now();
-    paramsOk = streamParams(tmp / "params.bin", table, tensors, options.noParams, paramsSha, paramsError);
+    paramsOk = streamParams(tmp / "params.bin", table, tensors, options.noParams, paramsDigestText, paramsError);
     stats.paramsMs = msSince(p0);
   });
   bool compiled = compileUnits(tmp, names, units, build, options, stats, error);
@@ -789,7 +791,7 @@ bool writeArtifact(const ArtifactOptions &options, const TensorTable &table,
   for (const std::string &f : hashed)
     files[f] = sha256Hex(readFile(tmp / f));
   if (!options.noParams)
-    files["params.bin"] = paramsSha;
+    files["params.bin"] = paramsDigestText;
   manifest["files"] = files;
   if (!writeFile(tmp / "manifest.json", manifest.dump(2) + "\n", error)) {
     cleanup();

@@ -9,6 +9,7 @@ APT_PKGS=(cmake ninja-build ccache g++ pkg-config git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libxxhash-dev
   libamdhip64-dev rocm-device-libs clang-tools-15 clang-22 lld-22 llvm-22 libclang-rt-22-dev
   python3-torch python3-torchvision python3-numpy python3-venv python3-dev pybind11-dev)
 # --target cuda uses the CUDA toolkit at /usr/local/cuda (not a Debian package); --target

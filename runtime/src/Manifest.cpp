@@ -119,7 +119,7 @@ struct Rules {
   Rule ranks = intRule(1);
   Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}, {"ranks", &ranks}});
   Rule functions;
-  Rule sha = stringRule("^[0-9a-f]{64}$");
+  Rule sha = stringRule("^([0-9a-f]{64}|xxh3-128:[0-9a-f]{32})$");
   Rule files;
   Rule root;
 

@@ -120,7 +120,7 @@ struct Manifest {
   std::vector<TensorDesc> tensors;
   std::map<std::string, size_t> byName;
   std::map<std::string, FunctionDesc> functions;
-  std::map<std::string, std::string> files; ///< file name -> sha256 hex
+  std::map<std::string, std::string> files; ///< file name -> digest (ortc/digest.h)
   /// Data-parallel artifacts: the communicator their all-reduces need ("mpi"), else "".
   std::string communicator;
   /// ZeRO artifacts: the number of ranks their shards are built for (0: any).

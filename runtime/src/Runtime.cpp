@@ -17,7 +17,7 @@
 #include "Npz.h"
 #include "ortc/cpu_features.h"
 #include "ortc/kernel_abi.h"
-#include "ortc/sha256.h"
+#include "ortc/digest.h"
 
 #include <cmath>
 #include <dlfcn.h>
@@ -176,11 +176,11 @@ struct Loader {
       std::string path = join(a.dir, name), bytes;
       if (ortc_status s = readFile(path, bytes))
         return s;
-      std::string actual = ortc::sha256Hex(bytes);
+      std::string actual = ortc::digestLike(expected, bytes.data(), bytes.size());
       if (actual != expected)
         return fail(ORTC_ERR_INTEGRITY,
-                    path +
-                        ": SHA-256 does not match the manifest (the file was modified or is "
+                    path + ": " + ortc::digestName(expected) +
+                        " does not match the manifest (the file was modified or is "
                         "corrupt): expected " +
                         expected + ", got " + actual);
       if (name == "params.bin")

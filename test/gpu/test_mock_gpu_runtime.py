@@ -60,8 +60,9 @@ def to_mock_gpu(cpu_dir, out_dir, arch="sm_90"):
          "-fPIC", "-shared", "-fopenmp", "-DORTC_KERN_DNNL", "-o", os.path.join(out_dir, "kernels.so")]
         + [os.path.join(out_dir, u) for u in units + ["mock_launchers.cpp"]] + ["-ldnnl", "-lmvec"])
     m["target"], m["arch"] = "cuda", [arch]
-    m["files"] = {}
-    for name in units + ["mock_launchers.cpp", "kernels.so", "ortc_kernels.h", "ortc_kernel_abi.h", "params.bin"]:
+    params_digest = m["files"]["params.bin"]  # copied unchanged (an XXH3-128 digest)
+    m["files"] = {"params.bin": params_digest}
+    for name in units + ["mock_launchers.cpp", "kernels.so", "ortc_kernels.h", "ortc_kernel_abi.h"]:
         with open(os.path.join(out_dir, name), "rb") as f:
             m["files"][name] = hashlib.sha256(f.read()).hexdigest()
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:

@@ -14,7 +14,7 @@
 
 #include "Manifest.h"
 #include "Npz.h"
-#include "ortc/sha256.h"
+#include "ortc/digest.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -59,8 +59,9 @@ int runExport(const ExportOptions &o) {
       error = dir + name + ": cannot read (" + std::strerror(errno) + ")";
       return false;
     }
-    if (sha256Hex(bytes) != it->second) {
-      error = dir + name + ": SHA-256 differs from the manifest's (the file was changed)";
+    if (digestLike(it->second, bytes.data(), bytes.size()) != it->second) {
+      error = dir + name + ": " + digestName(it->second) +
+              " differs from the manifest's (the file was changed)";
       return false;
     }
     return true;
@@ -79,8 +80,10 @@ int runExport(const ExportOptions &o) {
     params = FileMapping::open(dir + "params.bin", error);
     if (!params)
       return fail(dir + "params.bin: " + error);
-    if (sha256Hex(params->data(), params->size()) != m.files["params.bin"])
-      return fail(dir + "params.bin: SHA-256 differs from the manifest's (the file was changed)");
+    const std::string &want = m.files["params.bin"];
+    if (digestLike(want, params->data(), params->size()) != want)
+      return fail(dir + "params.bin: " + digestName(want) +
+                  " differs from the manifest's (the file was changed)");
   }
   for (const TensorDesc &t : m.tensors) {
     if (!t.hasInit || t.initOmitted || !params)

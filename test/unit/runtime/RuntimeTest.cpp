@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ortc/runtime.h"
+#include "ortc/sha256.h"
 #include "Npz.h"
 #include "TestArtifact.h"
 
@@ -189,7 +190,7 @@ TEST(Runtime, RefusesShaMismatchNamingTheFile) {
   writeBytes(a.dir + "/params.bin", params);
   std::string msg;
   EXPECT_EQ(loadStatus(a, msg), ORTC_ERR_INTEGRITY);
-  EXPECT_NE(msg.find("params.bin: SHA-256 does not match the manifest"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("params.bin: XXH3-128 does not match the manifest"), std::string::npos) << msg;
 
   TestArtifact b("Runtime.ShaKernels");
   b.write();
@@ -198,6 +199,13 @@ TEST(Runtime, RefusesShaMismatchNamingTheFile) {
   writeBytes(b.dir + "/kernels.so", so);
   EXPECT_EQ(loadStatus(b, msg), ORTC_ERR_INTEGRITY);
   EXPECT_NE(msg.find("kernels.so: SHA-256 does not match the manifest"), std::string::npos) << msg;
+
+  // An artifact written before params.bin had an XXH3 digest records its SHA-256: still loads.
+  TestArtifact c("Runtime.ShaParams");
+  c.write();
+  c.manifest["files"]["params.bin"] = ortc::sha256Hex(readBytes(c.dir + "/params.bin"));
+  c.write(/*rehash=*/false);
+  EXPECT_EQ(loadStatus(c, msg), ORTC_OK) << msg;
 }
 
 TEST(Runtime, RefusesOtherFormatVersion) {

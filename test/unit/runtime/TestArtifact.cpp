@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifact.h"
 
+#include "ortc/digest.h"
 #include "ortc/sha256.h"
 
 #include <gtest/gtest.h>
@@ -194,8 +195,10 @@ void TestArtifact::write(bool rehash) {
 }
 
 void TestArtifact::rehashAndWriteManifest() {
-  for (const char *f : {"kernels.so", "kernels.cpp", "params.bin"})
+  for (const char *f : {"kernels.so", "kernels.cpp"})
     manifest["files"][f] = sha256Hex(readBytes(dir + "/" + f));
+  std::string bytes = readBytes(dir + "/params.bin");
+  manifest["files"]["params.bin"] = paramsDigest(bytes.data(), bytes.size());
   writeBytes(dir + "/manifest.json", manifest.dump(2));
 }
 
