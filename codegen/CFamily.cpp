@@ -1137,13 +1137,25 @@ void KernelPrinter::finishKernel(const std::string &site, StringRef opName,
   kernelConsts.clear();
 }
 
+/// The first component of a hierarchical ONNX node name ("/blocks.6/mlp/MatMul"
+/// -> "/blocks.6", the module that made it), or "" for flat names.
+static StringRef topScope(StringRef node) {
+  if (!node.starts_with("/"))
+    return "";
+  size_t end = node.find('/', 1);
+  return end == StringRef::npos ? StringRef() : node.take_front(end);
+}
+
 std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
   // Algorithm: walk the kernels by their least ONNX node name (a stable sort of
   // the first-launch order); a unit ends after a kernel whose hash is 0 modulo
-  // kChunk (content-defined chunking, as rsync and restic cut files), or once it
+  // kChunk (content-defined chunking, as rsync and restic cut files), before a
+  // kernel whose node's module (topScope) differs from the last one's, or once it
   // holds kMaxKernels. Boundaries thus move only where kernels changed, and units
   // average kChunk kernels. The order of first launch would scatter one layer's
-  // new kernels (forward, backward, evaluation) over the whole list.
+  // new kernels (forward, backward, evaluation) over the whole list; the module
+  // cut keeps them out of the next module's unit (an edited layer's new kernels
+  // otherwise share a chunk with the unchanged kernels after them).
   constexpr uint64_t kChunk = 4;
   constexpr size_t kMaxKernels = 24;
   std::vector<const DistinctKernel *> order;
@@ -1159,8 +1171,18 @@ std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
   std::string unit;
   std::vector<size_t> declared;
   size_t inUnit = 0;
+  auto endUnit = [&] {
+    units.push_back(std::move(unit));
+    unit.clear();
+    declared.clear();
+    inUnit = 0;
+  };
+  StringRef scope;
   for (const DistinctKernel *kp : order) {
     const DistinctKernel &k = *kp;
+    if (split && inUnit && topScope(k.firstNode) != scope)
+      endUnit();
+    scope = topScope(k.firstNode);
     for (size_t c : k.consts)
       if (!llvm::is_contained(declared, c)) {
         declared.push_back(c);
@@ -1177,12 +1199,8 @@ std::vector<std::string> KernelPrinter::kernelUnits(bool split) const {
       text.replace(at, std::strlen(kNamePlaceholder), k.name);
     unit += text + "\n";
     ++inUnit;
-    if (split && (k.hash % kChunk == 0 || inUnit == kMaxKernels)) {
-      units.push_back(std::move(unit));
-      unit.clear();
-      declared.clear();
-      inUnit = 0;
-    }
+    if (split && (k.hash % kChunk == 0 || inUnit == kMaxKernels))
+      endUnit();
   }
   if (inUnit || units.empty())
     units.push_back(std::move(unit));

@@ -75,9 +75,10 @@ public:
   /// (one unit, in order of first launch, unless `split`). Kernels are named after a
   /// hash of their text; split units hold them sorted by the least name among the ONNX
   /// nodes that launch them (then by first launch), and unit boundaries fall after
-  /// kernels whose hash ends a chunk: the kernels an edit to one layer adds sort
-  /// together (their nodes share the layer's name; every kernel the layers share keeps
-  /// the first layer's), so they change the units around one place, not the rest.
+  /// kernels whose hash ends a chunk and between modules (the first component of
+  /// hierarchical node names): the kernels an edit to one layer adds sort together
+  /// (their nodes share the layer's name; every kernel the layers share keeps the
+  /// first layer's) into units of their own, so they change no other unit.
   std::vector<std::string> kernelUnits(bool split) const;
 
 protected:
