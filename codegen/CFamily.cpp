@@ -348,7 +348,7 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Case([&](RoundOp) { return m + "rint(" + a[0] + ")"; })
       .Case([&](NotOp) { return flag("!" + a[0]); })
       .Case([&](GeluOp g) {
-        return lib + "geluOf(" + a[0] + ", " + (g.getTanh() ? "true" : "false") + ")";
+        return lib + "geluOf(" + a[0] + ", " + boolLiteral(g.getTanh()) + ")";
       })
       .Case<DropoutOp, DropoutGradOp>([&](auto d) -> std::optional<std::string> {
         if (elementIndex.empty())
@@ -359,7 +359,7 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       })
       .Case([&](GeluGradOp g) {
         return lib + "geluGradOf(" + a[0] + ", " + a[1] + ", " +
-               (g.getTanh() ? "true" : "false") + ")";
+               boolLiteral(g.getTanh()) + ")";
       })
       .Case([&](ScaleOp s) {
         return "static_cast<" + T + ">(" + a[0] + " * " +
@@ -394,7 +394,7 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
         return "static_cast<" + T + ">(" + m + "pow(" + x + ", " + y + "))";
       })
       .Case([&](ModOp md) {
-        return lib + "imod(" + a[0] + ", " + a[1] + ", " + (md.getFmod() ? "true" : "false") +
+        return lib + "imod(" + a[0] + ", " + a[1] + ", " + boolLiteral(md.getFmod()) +
                ")";
       })
       .Case([&](MinOp) { return minOf(a[0], a[1]); })
@@ -709,7 +709,7 @@ void KernelPrinter::multiTensorUpdate(FusedOp op) {
   auto u = cast<SgdUpdateOp>(ops.front());
   body << "  " << lib << "sgdUpdateMulti(ts, " << ops.size() << ", " << runtimeScalar(u.getLr())
        << ", " << lit(u.getMomentum()) << ", " << lit(u.getDampening()) << ", "
-       << (u.getNesterov() ? "true" : "false") << ", " << lit(u.getWeightDecay()) << ", "
+       << boolLiteral(u.getNesterov()) << ", " << lit(u.getWeightDecay()) << ", "
        << runtimeScalar(u.getStep()) << ", " << typed(u.getApply()) << callTail << ");\n";
 }
 
@@ -758,7 +758,7 @@ void KernelPrinter::poolGeom(const std::string &ns, Value x, Value y, ArrayRef<i
   auto xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
   int ns2 = xs.size() - 2;
   body << "  " << ns << "PoolGeom g{};\n  g.nSpatial = " << ns2 << "; g.N = " << sizeArg(xs[0])
-       << "; g.C = " << sizeArg(xs[1]) << "; g.countIncludePad = " << (cip ? "true" : "false")
+       << "; g.C = " << sizeArg(xs[1]) << "; g.countIncludePad = " << boolLiteral(cip)
        << ";\n";
   for (int i = 0; i < ns2; ++i)
     body << "  g.in[" << i << "] = " << sizeArg(xs[i + 2]) << "; g.kernel[" << i
@@ -806,9 +806,9 @@ KernelPrinter::GemmParts KernelPrinter::gemmParts(Value a, Value b, bool transA,
 }
 
 std::string KernelPrinter::gemmArguments(const GemmParts &g, std::string &sizes) {
-  auto flag = [](bool v) { return v ? "true" : "false"; };
   sizes = std::to_string(g.batch) + ", " + std::to_string(g.m) + ", " + std::to_string(g.n) +
-          ", " + std::to_string(g.k) + ", " + flag(g.transA) + ", " + flag(g.transB);
+          ", " + std::to_string(g.k) + ", " + boolLiteral(g.transA) + ", " +
+          boolLiteral(g.transB);
   return g.a + ", " + g.layoutA + ", " + g.b + ", " + g.layoutB;
 }
 
@@ -849,7 +849,6 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
   Value res = op->getResult(0);
   std::string T = cType(typeOf(res).getElementType());
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
-  auto b = [](bool v) { return v ? "true" : "false"; };
   // A float32 GEMM through layouts (matmulLayout): operands read through strided views
   // (kernel formation) or contiguous, the product [batch..., M, N] written where `lc`
   // says from `c`.
@@ -947,7 +946,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         int64_t axis = a.getAxis();
         body << "  " << lib << "argReduce(" << typed(a.getX()) << ", " << dimProduct(xs, 0, axis)
              << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", "
-             << b(isa<ArgMinOp>(op)) << ", " << b(a.getSelectLastIndex()) << ", "
+             << boolLiteral(isa<ArgMinOp>(op)) << ", " << boolLiteral(a.getSelectLastIndex()) << ", "
              << typed(res, true) << callTail << ");\n";
         return true;
       })
@@ -956,7 +955,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         int64_t axis = t.getAxis();
         body << "  " << lib << "topK(" << typed(t.getX()) << ", " << dimProduct(xs, 0, axis)
              << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", " << t.getK()
-             << ", " << b(t.getLargest()) << ", " << typed(t.getValues(), true) << ", "
+             << ", " << boolLiteral(t.getLargest()) << ", " << typed(t.getValues(), true) << ", "
              << typed(t.getIndices(), true) << callTail << ");\n";
         return true;
       })
@@ -965,7 +964,7 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         int64_t axis = c.getAxis();
         body << "  " << lib << "cumsum(" << typed(c.getX()) << ", " << dimProduct(xs, 0, axis)
              << ", " << xs[axis] << ", " << dimProduct(xs, axis + 1, xs.size()) << ", "
-             << b(c.getExclusive()) << ", " << b(c.getReverse()) << ", " << typed(res, true)
+             << boolLiteral(c.getExclusive()) << ", " << boolLiteral(c.getReverse()) << ", " << typed(res, true)
              << callTail << ");\n";
         return true;
       })
@@ -989,8 +988,8 @@ bool KernelPrinter::emitLibraryCall(Operation *op) {
         const char *name = wide ? "matmulWide(" : accum.empty() ? "matmul(" : "matmulAccum(";
         body << "  " << lib << name << typed(m.getA()) << ", " << typed(m.getB()) << ", "
              << typed(res, true) << ", " << sizeArg(batch) << ", " << sizeArg(ys[r - 2]) << ", "
-             << sizeArg(ys[r - 1]) << ", " << sizeArg(k) << ", " << b(m.getTransA()) << ", "
-             << b(m.getTransB())
+             << sizeArg(ys[r - 1]) << ", " << sizeArg(k) << ", " << boolLiteral(m.getTransA()) << ", "
+             << boolLiteral(m.getTransB())
              << (accum.empty() ? "" : ", " + accum) << callTail << ");\n";
         return true;
       })

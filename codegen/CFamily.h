@@ -207,6 +207,8 @@ protected:
   productExprs(FusedOp op, const std::string &expr);
   /// `{ld, inner, outerStride, innerStride}` of the libraries' MatLayout.
   static std::string layoutLiteral(const MatrixLayout &l);
+  /// A C++ bool literal.
+  static const char *boolLiteral(bool v) { return v ? "true" : "false"; }
   /// A GEMM op(a) x op(b) -> [batch..., M, N] as the libraries take it: each operand's
   /// pointer (a strided view's root plus offset, else the value's buffer), its MatLayout
   /// literal and whether it is read transposed; the sizes.

@@ -464,7 +464,7 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
         auto ignore = s.getIgnoreIndex();
         bool sum = s.getReduction() == "sum";
         std::string ig = std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " +
-                         (ignore ? "true" : "false");
+                         boolLiteral(ignore.has_value());
         // "sum" is the mean times the number of kept rows. The factor and dloss are of the
         // loss's type (dlogits may be 16-bit: ReadsStoredFloats).
         std::string F = T;
@@ -561,7 +561,7 @@ LogicalResult CppPrinter::emitOp(Operation *op, std::string &error) {
              << numElements(u.getParam()) << ", " << scalar(u.getLr()) << ", "
              << cLiteral(u.getMomentum().convertToDouble(), T, sp) << ", "
              << cLiteral(u.getDampening().convertToDouble(), T, sp) << ", "
-             << (u.getNesterov() ? "true" : "false") << ", "
+             << boolLiteral(u.getNesterov()) << ", "
              << cLiteral(u.getWeightDecay().convertToDouble(), T, sp) << ", " << scalar(u.getStep())
              << ", " << typed(u.getApply()) << ");\n";
         return success();

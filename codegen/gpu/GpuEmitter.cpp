@@ -414,10 +414,9 @@ std::string GpuPrinter::launchArguments(FusedOp op) {
     call += typed(r, true) + ", ";
   if (op.getGemm()) {
     GemmParts g = gemmCallParts(op);
-    auto flag = [](bool v) { return v ? "true" : "false"; };
-    call += lib + "LayoutOperand<float>{" + g.a + ", " + g.layoutA + ", " + flag(g.transA) +
-            "}, " + lib + "LayoutOperand<float>{" + g.b + ", " + g.layoutB + ", " +
-            flag(g.transB) + "}, ";
+    call += lib + "LayoutOperand<float>{" + g.a + ", " + g.layoutA + ", " +
+            boolLiteral(g.transA) + "}, " + lib + "LayoutOperand<float>{" + g.b + ", " +
+            g.layoutB + ", " + boolLiteral(g.transB) + "}, ";
   }
   return call;
 }
@@ -624,7 +623,6 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
       emitCopy(ptr(to), ptr(from), byteSize(to));
   };
   auto dims = [&](Value v) { return cList(typeOf(v).getShape()); };
-  auto b = [](bool v) { return v ? "true" : "false"; };
   auto rowNote = [&](int64_t rows, int threads, const std::string &what) {
     launchNote = rowShape(rows, threads, what);
   };
@@ -734,8 +732,8 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
         auto ignore = sce.getIgnoreIndex();
         std::string args = typed(sce.getLogits()) + ", " + typed(sce.getLabels()) + ", " +
                            std::to_string(ls[0]) + ", " + std::to_string(ls[1]) + ", " +
-                           std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " + b(ignore.has_value()) +
-                           ", " + b(sce.getReduction() == "sum");
+                           std::to_string(static_cast<int64_t>(ignore.value_or(0))) + "LL, " + boolLiteral(ignore.has_value()) +
+                           ", " + boolLiteral(sce.getReduction() == "sum");
         if constexpr (std::is_same_v<decltype(sce), SoftmaxCrossEntropyOp>) {
           body << "  " << L << "softmaxCrossEntropy(" << args << ", " << typed(res, true)
                << ", s); // a label outside [0, C): NaN loss\n";
@@ -823,7 +821,7 @@ LogicalResult GpuPrinter::emitOp(Operation *op, std::string &error) {
              << (u.getMomentumBuffer() ? typed(u.getResult(1), true) : typedNull(u.getParam(), true))
              << ", " << numElements(u.getParam()) << ", " << typed(u.getLr()) << ", "
              << lit(u.getMomentum().convertToDouble(), T) << ", "
-             << lit(u.getDampening().convertToDouble(), T) << ", " << b(u.getNesterov()) << ", "
+             << lit(u.getDampening().convertToDouble(), T) << ", " << boolLiteral(u.getNesterov()) << ", "
              << lit(u.getWeightDecay().convertToDouble(), T) << ", " << typed(u.getStep())
              << ", " << typed(u.getApply()) << ", s);\n";
         gridNote(numElements(u.getParam()), "one element per thread, gated on the device");

@@ -119,7 +119,7 @@ struct Rules {
   Rule ranks = intRule(1);
   Rule dataParallel = objectRule({"communicator"}, {{"communicator", &communicator}, {"ranks", &ranks}});
   Rule functions;
-  Rule sha = stringRule("^([0-9a-f]{64}|xxh3-128:[0-9a-f]{32})$");
+  Rule digest = stringRule("^([0-9a-f]{64}|xxh3-128:[0-9a-f]{32})$"); // ortc/digest.h
   Rule files;
   Rule root;
 
@@ -141,7 +141,7 @@ struct Rules {
     files = objectRule({}, {});
     files.closed = false;
     files.names = &fileName;
-    files.values = &sha;
+    files.values = &digest;
     root = objectRule({"format", "format_version", "target", "arch", "kernels_object",
                        "arena_bytes", "tensors", "functions", "files"},
                       {{"format", &format},

@@ -1,8 +1,9 @@
 //===- sha256.h - SHA-256 of artifact files ---------------------*- C++ -*-===//
 //
-// The compiler writes, and the runtime checks, the SHA-256 of every artifact file;
-// both use this one implementation (no OpenSSL dependency in the runtime).
-// The incremental form hashes params.bin while it is streamed to disk.
+// The compiler writes, and the runtime checks, the SHA-256 of every artifact file
+// but params.bin (ortc/digest.h says why); both use this one implementation (no
+// OpenSSL dependency in the runtime). The compiler also keys its kernel cache and
+// names kernels by it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_RUNTIME_SHA256_H
