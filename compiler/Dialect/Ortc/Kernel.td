@@ -34,8 +34,10 @@ def Ortc_FusedOp : Ortc_Op<"fused", [IsolatedFromAbove, SingleBlock,
     add, scale), and sums over all but the last dim of values it also yields (bias
     gradients); the product is not yielded. Codegen computes the product in panels
     of rows and runs the epilogue on each panel while it is in cache (the CPU: a
-    per-thread panel buffer; GPUs: the tiled GEMM's registers), so its results may
-    be written over inputs the epilogue reads at their own index.
+    per-thread panel buffer, or, for a product of up to 4M elements on several
+    threads, one oneDNN GEMM on the pool into a scratch buffer and the epilogue on
+    its row blocks after; GPUs: the tiled GEMM's registers), so its results may be
+    written over inputs the epilogue reads at their own index.
     "multi_tensor" holds several ops of one kind (FusionRole::MultiTensor: the
     optimizer's updates) over different tensors with the same scalar operands and
     attributes, and runs their elements as one index space. The location fuses the
