@@ -746,6 +746,37 @@ template <typename T> T sumAccum(const T *x, int64_t n, Accum acc) {
 // GEMM
 //===----------------------------------------------------------------------===//
 
+namespace detail {
+/// oneDNN's sgemm does not pack an operand whose other side of the product is short
+/// (B when M <= 256, A when N <= 256): its kernels then read that operand in place,
+/// walking K down its stored rows. Rows a multiple of 1 KiB (256 floats) apart fall
+/// into a few L1 sets and evict each other: on a Zen 3 core a 256x1024x1024 product
+/// with B's rows 4 KiB apart ran at 34-42 GFLOP/s, with them 4 KiB + 64 bytes apart at
+/// 80-88 (512-float strides alike; 256 and 768 lost 10-20%), and a transformer's
+/// weight gradients (K = the batch's tokens, often a power of two) are such products.
+/// The operand walked across rows is B unless transB, A when transA.
+inline bool aliasedOperand(bool walksRows, int64_t ld, int64_t other) {
+  return walksRows && ld % 256 == 0 && other >= 32 && other <= 256;
+}
+
+/// Copies the rows x cols matrix at `src` (row stride ld) into `buf` with a row stride
+/// that is not a multiple of 1 KiB and returns that stride; on the pool when called
+/// outside a parallel region. `buf` grows and is kept (one per thread).
+template <typename T>
+int64_t copyUnaliased(const T *src, int64_t rows, int64_t cols, int64_t ld,
+                      std::vector<T> &buf) {
+  int64_t out = (cols + 15) / 16 * 16;
+  if (out % 256 == 0)
+    out += 16;
+  buf.resize(static_cast<size_t>(rows * out));
+  T *dst = buf.data();
+  ORTC_KERN_PRAGMA(omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 16)))
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * out, src + r * ld, static_cast<size_t>(cols) * sizeof(T));
+  return out;
+}
+} // namespace detail
+
 /// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, where op(A) is
 /// [M, K] (A stored [K, M] when transA) and op(B) is [K, N] (B stored [N, K]
 /// when transB); lda/ldb/ldc are row strides. Thin wrapper over dnnl_sgemm
@@ -763,6 +794,19 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return;
   }
 #if defined(ORTC_KERN_DNNL)
+  // An operand oneDNN would read in place with rows that evict each other is copied
+  // first, into rows 64 bytes further apart (detail::aliasedOperand): the copy costs
+  // one pass over it, against a product that reads it `other` times. Same bits: the
+  // copy changes where the operand lies, not the order of the sums.
+  static thread_local std::vector<float> copyA, copyB;
+  if (detail::aliasedOperand(transA, lda, N)) {
+    lda = detail::copyUnaliased(A, K, M, lda, copyA);
+    A = copyA.data();
+  }
+  if (detail::aliasedOperand(!transB, ldb, M)) {
+    ldb = detail::copyUnaliased(B, K, N, ldb, copyB);
+    B = copyB.data();
+  }
   dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A, lda, B,
              ldb, beta, C, ldc);
 #else
@@ -919,6 +963,13 @@ void matmulPanels(const T *A, MatLayout la, const T *B, MatLayout lb, int64_t ba
   rows = (M + per - 1) / per;
   rows = (rows + align - 1) / align * align; // whole blocks of `align` rows
   per = (M + rows - 1) / rows;
+  // Every panel of one matrix reads all of B: where each panel's GEMM would copy it
+  // (gemm, detail::aliasedOperand), it is copied once here instead.
+  std::vector<T> copyB;
+  if (batch == 1 && detail::aliasedOperand(!transB, lb.ld, rows)) {
+    lb = MatLayout{detail::copyUnaliased(B + lb.at(0), K, N, lb.ld, copyB), 1, 0, 0};
+    B = copyB.data();
+  }
   auto panel = [&](int64_t item) {
     static thread_local std::vector<T> buffer;
     buffer.resize(static_cast<size_t>(rows * N));

@@ -292,6 +292,60 @@ TEST(Matmul, EpilogueSeesEveryPanelOnce) {
   }
 }
 
+// Operands whose rows lie a multiple of 1 KiB apart (gemm copies them first where
+// oneDNN would read them in place: detail::aliasedOperand): the product is the one of
+// the same matrices at an unaliased stride, bit for bit in oneDNN's build (the copy moves
+// the operand, not the order of the sums), and near the reference in both builds. Also
+// through matmulEpilogue's panels, which copy B once for all of them.
+TEST(Matmul, AliasedStridesGiveTheSameBits) {
+  struct Case {
+    int64_t M, N, K;
+    bool tA, tB;
+  };
+  for (Case c : {Case{64, 300, 512, false, false}, Case{256, 512, 256, false, false},
+                 Case{200, 96, 1024, true, false}, Case{40, 64, 512, true, true},
+                 Case{128, 160, 256, false, true}}) {
+    // Stored rows/cols of A and B, each stored twice: at a row stride of 512 floats
+    // (2 KiB: aliased) and at cols + 7 (not).
+    const int64_t rA = c.tA ? c.K : c.M, cA = c.tA ? c.M : c.K;
+    const int64_t rB = c.tB ? c.N : c.K, cB = c.tB ? c.K : c.N;
+    const int64_t wide = 1024;
+    Vec A = randVec(rA * cA), B = randVec(rB * cB);
+    Vec want = refMatmul(A, B, 1, c.M, c.N, c.K, c.tA, c.tB);
+    auto store = [](const Vec &x, int64_t rows, int64_t cols, int64_t ld) {
+      std::vector<float> out(rows * ld, 1e30f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          out[r * ld + j] = float(x[r * cols + j]);
+      return out;
+    };
+    const int64_t ldA = cA <= 512 ? 512 : wide, ldB = cB <= 512 ? 512 : wide;
+    auto aliasedA = store(A, rA, cA, ldA), aliasedB = store(B, rB, cB, ldB);
+    auto plainA = store(A, rA, cA, cA + 7), plainB = store(B, rB, cB, cB + 7);
+    std::vector<float> got(c.M * c.N), ref(c.M * c.N);
+    gemm(c.tA, c.tB, c.M, c.N, c.K, 1.0f, aliasedA.data(), ldA, aliasedB.data(), ldB, 0.0f,
+         got.data(), c.N);
+    gemm(c.tA, c.tB, c.M, c.N, c.K, 1.0f, plainA.data(), cA + 7, plainB.data(), cB + 7, 0.0f,
+         ref.data(), c.N);
+    EXPECT_TRUE(allCloseF(got, want, 1e-4));
+#if defined(ORTC_KERN_DNNL)
+    EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)))
+        << c.M << "x" << c.N << "x" << c.K;
+#endif
+  }
+  // Panels (a product past the whole-GEMM path's 4M elements): B's rows 4 KiB apart.
+  const int64_t M = 4200, N = 1024, K = 8;
+  Vec A = randVec(M * K), B = randVec(K * N);
+  Vec want = refMatmul(A, B, 1, M, N, K, false, false);
+  auto Af = toFloat(A), Bf = toFloat(B);
+  std::vector<float> C(M * N, 42.0f);
+  matmulEpilogue(Af.data(), MatLayout{K, 1, 0, 0}, Bf.data(), MatLayout{N, 1, 0, 0}, 1, M, N,
+                 K, false, false, 1, [&](int64_t o0, int64_t o1, const float *panel) {
+                   std::memcpy(C.data() + o0 * N, panel, size_t((o1 - o0) * N) * sizeof(float));
+                 });
+  EXPECT_TRUE(allCloseF(C, want, 1e-4));
+}
+
 TEST(Matmul, EmptyInnerDimension) {
   Vec C(6, 3.0);
   matmul<double>(nullptr, nullptr, C.data(), 1, 2, 3, 0, false, false);
