@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,13 +76,21 @@ struct FreeDeleter {
 using Block = std::unique_ptr<char, FreeDeleter>;
 
 /// 64-byte aligned, zeroed; at least 64 bytes so every pointer is distinct and valid.
+/// A block of 2 MiB or more is 2 MiB aligned and asks the kernel for transparent huge
+/// pages (madvise; a no-op where THP is off): the arena and the parameters are walked by
+/// every kernel of the step, and with 4 KiB pages a GEMM's packing of a 1024-wide
+/// operand touches a page per row.
 Block allocate(uint64_t bytes) {
-  uint64_t rounded = (std::max<uint64_t>(bytes, 64) + 63) / 64 * 64;
+  constexpr uint64_t huge = uint64_t(1) << 21;
+  const uint64_t align = bytes >= huge ? huge : 64;
+  uint64_t rounded = (std::max<uint64_t>(bytes, 64) + align - 1) / align * align;
   if (rounded < bytes || rounded > (uint64_t(1) << 48))
     throw std::bad_alloc();
-  char *p = static_cast<char *>(std::aligned_alloc(64, size_t(rounded)));
+  char *p = static_cast<char *>(std::aligned_alloc(size_t(align), size_t(rounded)));
   if (!p)
     throw std::bad_alloc();
+  if (align == huge)
+    (void)madvise(p, size_t(rounded), MADV_HUGEPAGE);
   std::memset(p, 0, size_t(rounded));
   return Block(p);
 }
