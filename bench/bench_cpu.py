@@ -44,6 +44,8 @@ def parse_args(argv=None):
     ap.add_argument('--samples', action='store_true', help='the four tiny samples (batch 4) instead of the training sizes')
     ap.add_argument('--threads', nargs='+', type=int, default=[1, 2], help='thread counts (default 1 2)')
     ap.add_argument('--warmup', type=int, default=3, help='steps left out of the median')
+    ap.add_argument('--rounds', type=int, default=3,
+                    help='ortc runs per artifact and thread count, interleaved; the median counts (default 3)')
     ap.add_argument('--steps', type=int, default=10, help='timed steps after the warm-up (median; at least 5)')
     ap.add_argument('--no-ops', action='store_true', help='skip the per-op table (GEMM, ResNet-18 convolutions)')
     ap.add_argument('--no-ort', action='store_true', help='skip ONNX Runtime Training')
@@ -412,6 +414,25 @@ def ort_worker(args, spec):
 # ---------------------------------------------------------------------------------------------
 # One model: ortc at each thread count, PyTorch and ORT at each thread count (best is reported)
 
+def interleaved(args, jobs):
+    """Runs each ortc measurement (store, threads, fn) --rounds times, one round of every job
+    after another, so that a slow spell of the VM falls on every configuration of the model
+    alike rather than on one. store[threads] gets the median of the rounds' step times (each a
+    median after the warm-up; the rounds are kept in 'rounds'), or the first error."""
+    rounds = [[] for _ in jobs]
+    for _ in range(args.rounds):
+        for k, (_, _, fn) in enumerate(jobs):
+            rounds[k].append(cell({}, 0, fn))
+    for (store, t, _), runs in zip(jobs, rounds):
+        failed = [r for r in runs if isinstance(r, str)]
+        if failed:
+            store[t] = failed[0]
+            continue
+        med = statistics.median(r['ms'] for r in runs)
+        at = min(runs, key=lambda r: abs(r['ms'] - med))
+        store[t] = dict(at, ms=med, rounds=[r['ms'] for r in runs])
+
+
 def bench_model(args, name, cfg, workdir):
     res = dict(cfg=cfg, ortc={}, torch={}, ort={})
     spec = cell(res, 'spec', lambda: prepare_model(name, cfg, workdir))
@@ -423,38 +444,31 @@ def bench_model(args, name, cfg, workdir):
     spec, spec_path = spec
     flags = ['--dim', 'batch=%d' % cfg['batch']] + optimizer_flags(cfg)
     build = cell(res, 'build', lambda: ortc_build(args, spec['onnx'], os.path.join(workdir, spec['slug'] + '.ortc'), flags))
+    # Every ortc artifact of this model: the default build, --fusion none (issue 20's baseline)
+    # and each 16-bit build (issue 26's table), all timed in interleaved rounds below.
+    artifacts = [(res['ortc'], build, '')]
+    if not args.no_fusion_compare:
+        res['unfused'] = {}
+        res['unfused_build'] = cell(res, 'unfused_build', lambda: ortc_build(
+            args, spec['onnx'], os.path.join(workdir, spec['slug'] + '-unfused.ortc'), flags + ['--fusion', 'none']))
+        artifacts.append((res['unfused'], res['unfused_build'], '_unfused'))
+    for prec in args.precisions:
+        pres = res.setdefault('precision', {}).setdefault(prec, {'runs': {}})
+        cell(pres, 'build', lambda: ortc_build(
+            args, spec['onnx'], os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], prec)),
+            flags + ['--precision', prec]))
+        artifacts.append((pres['runs'], pres['build'], '_' + prec))
+    jobs = []
     for t in args.threads:
-        log = os.path.join(workdir, '%s_ortc_%dt.jsonl' % (spec['slug'], t))
-        if isinstance(build, str):
-            res['ortc'][t] = build
-        else:
-            cell(res['ortc'], t, lambda: ortc_train(args, build['artifact'], spec['feed'], cfg['lr'], t, log))
+        for store, b, tag in artifacts:
+            if isinstance(b, str):
+                store[t] = b
+            else:
+                log = os.path.join(workdir, '%s_ortc%s_%dt.jsonl' % (spec['slug'], tag, t))
+                jobs.append((store, t, lambda b=b, t=t, log=log: ortc_train(args, b['artifact'], spec['feed'], cfg['lr'], t, log)))
+    interleaved(args, jobs)
+    for t in args.threads:
         cell(res['torch'], t, lambda: run_worker('torch', args, spec_path, t))
-        if not args.no_fusion_compare:
-            # The same model with one kernel per op, in the same run (issue 20's baseline).
-            if 'unfused' not in res:
-                res['unfused'] = {}
-                res['unfused_build'] = cell(res, 'unfused_build', lambda: ortc_build(
-                    args, spec['onnx'], os.path.join(workdir, spec['slug'] + '-unfused.ortc'), flags + ['--fusion', 'none']))
-            ub = res['unfused_build']
-            if isinstance(ub, str):
-                res['unfused'][t] = ub
-            else:
-                ulog = os.path.join(workdir, '%s_ortc_unfused_%dt.jsonl' % (spec['slug'], t))
-                cell(res['unfused'], t, lambda: ortc_train(args, ub['artifact'], spec['feed'], cfg['lr'], t, ulog))
-        for prec in args.precisions:
-            # The same model stored in 16 bits (issue 26's table), in the same run.
-            pres = res.setdefault('precision', {}).setdefault(prec, {'runs': {}})
-            if 'build' not in pres:
-                cell(pres, 'build', lambda: ortc_build(
-                    args, spec['onnx'], os.path.join(workdir, '%s-%s.ortc' % (spec['slug'], prec)),
-                    flags + ['--precision', prec]))
-            pb = pres['build']
-            if isinstance(pb, str):
-                pres['runs'][t] = pb
-            else:
-                plog = os.path.join(workdir, '%s_ortc_%s_%dt.jsonl' % (spec['slug'], prec, t))
-                cell(pres['runs'], t, lambda: ortc_train(args, pb['artifact'], spec['feed'], cfg['lr'], t, plog))
         if args.no_ort:
             res['ort'][t] = 'n/a: skipped (--no-ort)'
             continue
@@ -1016,9 +1030,10 @@ def report(args, results, ops, mach, markdown):
                  % (date, ' with ' + args.label if args.label else '', mach['cpus'], mach['model'],
                     ', '.join(mach['isa']) or 'no AVX2', mach['ghz'], mach['ghz_how'], mach['load_start'], mach['load_end']))
     lines.append('')
-    lines.append('Medians of %d steps after %d warm-up; PyTorch eager (torch %s) and ORT Training take the best of %s '
-                 'threads, each in its own process; ratios > 1: ortc is faster than the other.'
-                 % (args.steps, args.warmup, mach.get('torch', '?'), ' and '.join(map(str, args.threads))))
+    lines.append('Medians of %d steps after %d warm-up; each ortc time is the median of %d such runs, every build and '
+                 'thread count of a model taking its turn in each round; PyTorch eager (torch %s) and ORT Training take '
+                 'the best of %s threads, each in its own process; ratios > 1: ortc is faster than the other.'
+                 % (args.steps, args.warmup, args.rounds, mach.get('torch', '?'), ' and '.join(map(str, args.threads))))
     lines.append('')
     lines.append(render(*model_rows(args, results), markdown))
     lines.append('')
