@@ -15,6 +15,7 @@
 #include "codegen/gpu/GpuEmitter.h"
 
 #include "codegen/CFamily.h"
+#include "compiler/Dialect/Ortc/OpAnnotations.h"
 #include "compiler/Dialect/Ortc/OrtcDialect.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -861,7 +862,15 @@ LogicalResult emitGpuKernels(ModuleOp module, const TensorTable &table, const Ta
          "// order of first launch. A launcher receives its operands' device addresses\n"
          "// (ptrs[k]; each launch's \"args\" in manifest.json say where they live,\n"
          "// ortc_kernel_abi.h the convention) and a stream, and only enqueues work.\n"
-      << target.prelude() << "#include \"ortc_kernel_abi.h\"\n#include \"ortc_gpu_kernels.h\"\n\n"
+      << target.prelude();
+  // The library's 16-bit-summing GEMM and reduction kernels only where an op needs them
+  // (see Accum in ortc_gpu_kernels.h).
+  bool accum16 = module.walk([](Operation *op) {
+                         return accumulationOf(op) ? WalkResult::interrupt() : WalkResult::advance();
+                       }).wasInterrupted();
+  if (accum16)
+    out << "#define ORTC_GPU_ACCUM16 1\n";
+  out << "#include \"ortc_kernel_abi.h\"\n#include \"ortc_gpu_kernels.h\"\n\n"
       << "extern \"C\" const int ortc_kernel_abi_version = ORTC_KERNEL_ABI_VERSION;\n\n";
   // Data-parallel steps: the communicator the runtime installs (kernel_abi.h).
   if (usesCommunicator(module))

@@ -77,6 +77,23 @@ struct Accum {
   int32_t kind = Float;
   int64_t chunk = 0;
 };
+/// The generated source defines ORTC_GPU_ACCUM16 when some op of the model sums in 16
+/// bits; without it only the float-summing GEMM and reduction kernels are compiled.
+/// Each 16-bit GEMM variant is several times the size of the float one (its rounding
+/// keeps the loops from unrolling), so for a float model they were most of nvcc's and
+/// hipcc's time. A 16-bit kind reaching such a build is a codegen bug: it stops here
+/// rather than summing in float.
+#ifdef ORTC_GPU_ACCUM16
+constexpr bool kAccum16 = true;
+#else
+constexpr bool kAccum16 = false;
+#endif
+inline void requireAccum16(const Accum &acc) {
+  if (!kAccum16 && acc.kind != Accum::Float) {
+    fprintf(stderr, "ortc: internal error: a 16-bit accumulation in kernels built without ORTC_GPU_ACCUM16\n");
+    abort();
+  }
+}
 /// x rounded to the 16-bit type of Kind, as a float.
 template <int Kind> __device__ inline float round16(float x) {
   if constexpr (Kind == Accum::Bf16)
@@ -791,6 +808,8 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int
          s);
     return;
   }
+  requireAccum16(acc);
+#ifdef ORTC_GPU_ACCUM16
   if (acc.kind != Accum::Float && (kind == ReduceKind::Sum || kind == ReduceKind::Mean)) {
     const bool mean = kind == ReduceKind::Mean;
     if (acc.kind == Accum::Bf16)
@@ -799,6 +818,7 @@ void reduce(const T *in, const int64_t *dims, int rank, const int64_t *axes, int
       reduce16Kernel<T, Accum::Half><<<gridFor(outCount), kBlock, 0, s>>>(in, kd, ks, rd, rs, outCount, redCount, out, mean, acc.chunk);
     return;
   }
+#endif
   reduceKernel<<<gridFor(outCount, 1), kBlock, 0, s>>>(in, kd, ks, rd, rs, redCount, out, static_cast<int>(kind));
 }
 
@@ -1632,6 +1652,7 @@ template <typename T, typename LA, typename LB, typename ST>
 void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST st, Accum acc, ortcStream_t s) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
+  requireAccum16(acc);
   // grid.y and grid.z are at most 65535: batches and row tiles go in chunks.
   const int64_t mChunk = int64_t(65535) * kTile;
   for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
@@ -1639,11 +1660,13 @@ void gemmTiled(int64_t batch, int64_t M, int64_t N, int64_t K, LA la, LB lb, ST 
     for (int64_t mb = 0; mb < M; mb += mChunk) {
       const int64_t rows = M - mb < mChunk ? M - mb : mChunk;
       dim3 grid(gridFor(N, kTile), gridFor(rows, kTile), static_cast<unsigned>(nb));
+#ifdef ORTC_GPU_ACCUM16
       if (acc.kind == Accum::Bf16)
         gemmTiledKernel<T, Accum::Bf16><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, acc.chunk);
       else if (acc.kind == Accum::Half)
         gemmTiledKernel<T, Accum::Half><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, acc.chunk);
       else
+#endif
         gemmTiledKernel<T, Accum::Float><<<grid, 256, 0, s>>>(M, N, K, b0, mb, la, lb, st, int64_t(0));
     }
   }
