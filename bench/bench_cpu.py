@@ -69,6 +69,8 @@ def parse_args(argv=None):
         ap.error('unknown model(s) %s; choose from: %s' % (', '.join(unknown), ', '.join(configs)))
     if args.steps < 5 and not args.worker:
         ap.error('--steps must be at least 5')
+    if args.rounds < 1:
+        ap.error('--rounds must be at least 1')
     args.configs = {m: configs[m] for m in (args.models or configs)}
     return args
 

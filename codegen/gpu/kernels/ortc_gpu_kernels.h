@@ -306,15 +306,18 @@ template <typename T> __device__ inline T geluGradOf(T v, T dy, bool tanhApprox)
   return dy * (cdf + v * pdf);
 }
 
-/// The CPU library's mix64 / dropoutKeep, bit for bit.
+/// The CPU library's mix64 / counterBits / dropoutKeep, bit for bit.
 __device__ inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+/// Output i of SplitMix64 from the state of (seed, key), as 53 bits.
+__device__ inline uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
+  return mix64(mix64(seed ^ mix64(key)) + (i + 1) * 0x9e3779b97f4a7c15ull) >> 11;
+}
 __device__ inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
-  const uint64_t h = mix64(seed ^ mix64(key ^ mix64(i)));
-  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+  const double u = static_cast<double>(counterBits(seed, key, i)) * 0x1.0p-53;
   return u >= ratio;
 }
 /// The CPU library's dropoutOf: inverted dropout of element i. Generated pointwise
@@ -334,7 +337,7 @@ template <typename T, typename S>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) randomUniformKernel(T *y, int64_t n, double low, double high, const S *seed, uint64_t key) {
   const uint64_t sd = static_cast<uint64_t>(*seed);
   ORTC_FOR(i, n) {
-    const double u = static_cast<double>(mix64(sd ^ mix64(key ^ mix64(static_cast<uint64_t>(i)))) >> 11) * 0x1.0p-53;
+    const double u = static_cast<double>(counterBits(sd, key, static_cast<uint64_t>(i))) * 0x1.0p-53;
     y[i] = static_cast<T>(low + (high - low) * u);
   }
 }

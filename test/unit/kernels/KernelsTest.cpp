@@ -2024,6 +2024,25 @@ TEST(Dropout, Mix64IsSplitMix64Finaliser) {
   EXPECT_EQ(mix64(0), 0ull);
 }
 
+TEST(Dropout, CounterBitsAreTheSplitMix64StreamOfTheTensorsState) {
+  // Element i draws output i of SplitMix64 seeded with counterState(seed, key): the
+  // generator stepped the usual way (state += gamma, then the finaliser) gives the
+  // same 53 bits, element by element, far into the tensor as near its start.
+  const uint64_t seed = 99, key = 0x1234abcdull;
+  uint64_t state = counterState(seed, key);
+  EXPECT_EQ(state, mix64(seed ^ mix64(key)));
+  for (uint64_t i = 0; i < 1000; ++i) {
+    state += 0x9e3779b97f4a7c15ull;
+    ASSERT_EQ(counterBits(seed, key, i), mix64(state) >> 11) << "element " << i;
+  }
+  const uint64_t far = (uint64_t(1) << 40) + 5;
+  EXPECT_EQ(counterBits(seed, key, far),
+            mix64(counterState(seed, key) + (far + 1) * 0x9e3779b97f4a7c15ull) >> 11);
+  // Another key or seed: another stream.
+  EXPECT_NE(counterBits(seed, key + 1, 0), counterBits(seed, key, 0));
+  EXPECT_NE(counterBits(seed + 1, key, 0), counterBits(seed, key, 0));
+}
+
 TEST(Dropout, MasksIdenticalForFloatDoubleAndThreads) {
   const int64_t n = 200000;
   const double ratio = 0.3;
