@@ -592,7 +592,7 @@ def build_gemm_kernel(workdir):
     kernels.so (codegen/Artifact.cpp, cpuKernelBuild, default --cpu level)."""
     exe = os.path.join(workdir, 'gemm_kernel')
     subprocess.run(['c++', '-std=c++17', '-O2', '-march=x86-64-v3', '-fno-math-errno', '-fno-trapping-math',
-                    '-fopenmp', '-DORTC_KERN_DNNL', '-I', os.path.join(REPO, 'codegen', 'cpu', 'kernels'),
+                    '-fopenmp', '-DORTC_KERN_DNNL', '-I', os.path.join(REPO, 'kernels', 'cpu'), '-I', os.path.join(REPO, 'kernels', 'common'),
                     os.path.join(REPO, 'bench', 'gemm_kernel.cpp'), '-o', exe, '-ldnnl', '-lmvec'],
                    check=True, capture_output=True, text=True)
     return exe

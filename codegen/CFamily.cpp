@@ -337,9 +337,8 @@ std::optional<std::string> KernelPrinter::elementwise(Operation *op, ArrayRef<st
       .Case([&](TanhOp) { return m + "tanh(" + a[0] + ")"; })
       .Case([&](SinOp) { return m + "sin(" + a[0] + ")"; })
       .Case([&](CosOp) { return m + "cos(" + a[0] + ")"; })
-      .Case([&](SigmoidOp) {
-        return T + "(1) / (" + T + "(1) + " + m + "exp(-" + a[0] + "))";
-      })
+      // Formulas of more than one call are the libraries' (kernels/common/ortc_scalar.h).
+      .Case([&](SigmoidOp) { return lib + "sigmoidOf<" + T + ">(" + a[0] + ")"; })
       .Case([&](ReluOp) { return maxOf(a[0], T + "(0)"); })
       .Case([&](AbsOp) { return sp.abs + "(" + a[0] + ")"; })
       .Case([&](FloorOp) { return m + "floor(" + a[0] + ")"; })

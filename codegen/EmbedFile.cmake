@@ -1,4 +1,14 @@
 # Turns a text file into a C++ source defining `extern const char *const NAME`, so the
-# compiler can ship the CPU kernel library inside every artifact it writes.
+# compiler can ship the kernel libraries inside every artifact it writes. With INLINE (a
+# folder), each `#include "H"` of a header H in that folder is replaced by H's text, so
+# the embedded library stands alone (kernels/common/ortc_scalar.h in both libraries):
+# an artifact ships one header per library, and its compile needs no other folder.
 file(READ ${IN} content)
+if(DEFINED INLINE)
+  file(GLOB headers RELATIVE ${INLINE} ${INLINE}/*.h)
+  foreach(h IN LISTS headers)
+    file(READ ${INLINE}/${h} text)
+    string(REPLACE "#include \"${h}\"" "${text}" content "${content}")
+  endforeach()
+endif()
 file(WRITE ${OUT} "// Generated from ${IN}; do not edit.\nextern const char *const ${NAME};\nconst char *const ${NAME} = R\"ORTC_EMBED(${content})ORTC_EMBED\";\n")

@@ -6,7 +6,7 @@
 // only enqueues work on the stream; ptrs are its operands' device addresses, bound
 // per launch by the manifest (kernel_abi.h). Elementwise ops get a generated __global__
 // kernel (grid-stride, 4-wide vector packs when every pointer is aligned);
-// everything else calls the GPU kernel library (kernels/ortc_gpu_kernels.h), whose
+// everything else calls the GPU kernel library (kernels/gpu/ortc_gpu_kernels.h), whose
 // reductions use warp shuffles. Scalars that live in tensors (learning rate, step,
 // seed, dloss, the update gate) stay on the device and are passed as pointers, so
 // a captured CUDA graph replays with new values.

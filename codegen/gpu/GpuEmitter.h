@@ -19,14 +19,14 @@ namespace ortc {
 /// keys; each launch's "args" in the manifest), `stream`
 /// a cudaStream_t / hipStream_t. Each launcher opens with a comment naming its ONNX
 /// nodes and launch shape; elementwise ops get a generated __global__ kernel (vector
-/// loads where aligned), everything else calls kernels/ortc_gpu_kernels.h. One unit:
+/// loads where aligned), everything else calls kernels/gpu/ortc_gpu_kernels.h. One unit:
 /// the device compilers build every arch of it in parallel.
 mlir::LogicalResult emitGpuKernels(mlir::ModuleOp module, const TensorTable &table,
                                    const TargetInfo &target,
                                    std::vector<FunctionKernels> &functions,
                                    std::vector<std::string> &units, std::string &error);
 
-/// The text of kernels/ortc_gpu_kernels.h (embedded at build time).
+/// The text of kernels/gpu/ortc_gpu_kernels.h (embedded at build time, kernels/common pasted in).
 const char *gpuKernelLibrarySource();
 
 /// The artifact build of a GPU target for resolved `archs`: kernels<ext> and

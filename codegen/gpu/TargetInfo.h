@@ -1,7 +1,7 @@
 //===- TargetInfo.h - The one seam between the GPU emitter and a vendor -*- C++ -*-===//
 //
 // Everything the shared GPU emitter (GpuEmitter.cpp) and the shared kernel library
-// (kernels/ortc_gpu_kernels.h) need to know about a vendor lives here: warp/wavefront
+// (kernels/gpu/ortc_gpu_kernels.h) need to know about a vendor lives here: warp/wavefront
 // size, the prelude of every generated file (headers, and the macros the library is
 // written against: ORTC_WARP_SIZE, ORTC_SHFL_DOWN, ORTC_SHFL_XOR, ORTC_BARRIER,
 // ORTC_LAUNCH_BOUNDS, ortcStream_t, ORTC_MEMCPY_ASYNC, ORTC_MEMSET_ASYNC,

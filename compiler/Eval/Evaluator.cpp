@@ -1,7 +1,9 @@
 //===- Evaluator.cpp - Reference interpreter of the ortc IR --------------===//
 //
-// One case per op. Heavy ops call the shared kernel library (the same code the CPU
-// target compiles in), instantiated for T; elementwise ops are written out here.
+// One case per op. Heavy ops call the host kernel library (kernels/cpu: the same code
+// the CPU target compiles in), instantiated for T; elementwise ops are written out
+// here, those of more than one operation through kernels/common/ortc_scalar.h, the
+// formulas every target's kernels use.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Eval/Evaluator.h"
@@ -23,6 +25,13 @@ static bool dropoutDisabled = false;
 void setEvalDropoutDisabled(bool disabled) { dropoutDisabled = disabled; }
 
 namespace {
+
+/// The math policy of the shared scalar formulas here: the C++ library's.
+struct StdMath {
+  template <typename T> static T exp(T x) { return std::exp(x); }
+  template <typename T> static T erf(T x) { return std::erf(x); }
+  template <typename T> static T tanh(T x) { return std::tanh(x); }
+};
 
 using Shape = std::vector<int64_t>;
 
@@ -233,7 +242,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](TanhOp) { return unaryF([](T a) { return std::tanh(a); }); })
       .Case([&](SinOp) { return unaryF([](T a) { return std::sin(a); }); })
       .Case([&](CosOp) { return unaryF([](T a) { return std::cos(a); }); })
-      .Case([&](SigmoidOp) { return unaryF([](T a) { return T(1) / (T(1) + std::exp(-a)); }); })
+      .Case([&](SigmoidOp) { return unaryF([](T a) { return scalar::sigmoid<StdMath>(a); }); })
       .Case([&](ReluOp) { return map(op, [](T a, T) { return a > 0 ? a : T(0); }, [](int64_t a, int64_t) { return a > 0 ? a : 0; }); })
       .Case([&](AbsOp) { return map(op, [](T a, T) { return std::abs(a); }, [](int64_t a, int64_t) { return a < 0 ? -a : a; }); })
       .Case([&](FloorOp) { return unaryF([](T a) { return std::floor(a); }); })
@@ -287,7 +296,7 @@ template <typename T> LogicalResult Interp<T>::run(Operation *op) {
       .Case([&](ModOp m) {
         bool fm = m.getFmod();
         return map(op, [](T a, T) { return a; },
-                   [fm](int64_t a, int64_t b) { return kern::imod(a, b, fm); });
+                   [fm](int64_t a, int64_t b) { return scalar::imod(a, b, fm); });
       })
       .Case([&](MinOp) { return map(op, [](T a, T b) { return std::min(a, b); }, [](int64_t a, int64_t b) { return std::min(a, b); }); })
       .Case([&](MaxOp) { return map(op, [](T a, T b) { return std::max(a, b); }, [](int64_t a, int64_t b) { return std::max(a, b); }); })

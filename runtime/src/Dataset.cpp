@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Dataset.h"
 
+#include "ortc_scalar.h"
+
 #include <glob.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -116,12 +118,8 @@ bool isInt(npz::DType d) {
          d == npz::DType::U16;
 }
 
-uint64_t splitmix64(uint64_t &x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+/// The next output of the SplitMix64 generator whose state is x.
+uint64_t splitmix64(uint64_t &x) { return ortc::scalar::mix64(x += 0x9E3779B97F4A7C15ull); }
 
 } // namespace
 

@@ -18,6 +18,7 @@
 #include "ortc/cpu_features.h"
 #include "ortc/kernel_abi.h"
 #include "ortc/digest.h"
+#include "ortc_scalar.h"
 
 #include <cmath>
 #include <dlfcn.h>
@@ -840,11 +841,7 @@ ortc_status ortc_session_init_omitted(ortc_session *s, uint64_t seed) {
     if (!s)
       return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_session_init_omitted: null session");
     // splitmix64 of (seed, tensor, element): two uniforms, one Box-Muller normal.
-    auto mix = [](uint64_t z) {
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      return z ^ (z >> 31);
-    };
+    auto mix = [](uint64_t z) { return ortc::scalar::mix64(z); };
     for (size_t i = 0; i < s->m().tensors.size(); ++i) {
       const TensorDesc &t = s->m().tensors[i];
       if (!t.initOmitted)

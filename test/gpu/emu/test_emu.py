@@ -383,7 +383,7 @@ class EmulatedModels(unittest.TestCase):
 
     def test_every_library_kernel_ran(self):
         """Every __global__ of the GPU kernel library ran in some model on each target."""
-        with open(os.path.join(ROOT, "codegen", "gpu", "kernels", "ortc_gpu_kernels.h")) as f:
+        with open(os.path.join(ROOT, "kernels", "gpu", "ortc_gpu_kernels.h")) as f:
             library = set(KERNEL_DEF.findall(f.read()))
         for target in TARGETS:
             ran = set()

@@ -1,6 +1,6 @@
 //===- KernelsTest.cpp - Tests of the ortc CPU kernel library -------------===//
 //
-// Every kernel of codegen/cpu/kernels/ortc_kernels.h is checked against a
+// Every kernel of kernels/cpu/ortc_kernels.h is checked against a
 // naive reference written here (direct loops over coordinates), gradients
 // against central finite differences of the forward kernel in double, and
 // the optimizers against hand-computed two-step references.

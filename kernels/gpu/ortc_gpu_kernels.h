@@ -1,6 +1,6 @@
 //===- ortc_gpu_kernels.h - Shared CUDA/HIP kernels for ortc ----*- C++ -*-===//
 //
-// The GPU counterpart of codegen/cpu/kernels/ortc_kernels.h, with the same
+// The GPU counterpart of kernels/cpu/ortc_kernels.h, with the same
 // semantics (see the comments there), written once for both vendors against the
 // seam macros of the generated file's prelude (codegen/gpu/TargetInfo.h):
 // ORTC_WARP_SIZE, ORTC_SHFL_DOWN, ORTC_BARRIER, ORTC_LAUNCH_BOUNDS, ortcStream_t,
@@ -17,7 +17,8 @@
 // per-thread partials, then a tree across the block), so results agree to rounding
 // only. GEMM accumulates in float, like cuBLAS with FP32 compute, except where an Accum
 // (--accum-dtype) asks for emulated 16-bit sums (tiled GEMM and reductions only).
-// Dropout uses the CPU library's counter-based hash bit for bit.
+// Per-element formulas (GELU, sigmoid, dropout's counter-based draws, imod) are
+// kernels/common/ortc_scalar.h's, the CPU library's too: masks match bit for bit.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ORTC_GPU_KERNELS_H
@@ -32,6 +33,8 @@
 #ifndef ORTC_WARP_SIZE
 #error "include the target prelude (ORTC_WARP_SIZE...) before ortc_gpu_kernels.h"
 #endif
+
+#include "ortc_scalar.h" // pasted in when embedded
 
 /// Element conversion of generated kernels (the CPU's ortc_cvt): static_cast, which for
 /// float16 / bfloat16 (ortc_half, ortc_bf16) is the vendors' round-to-nearest-even
@@ -145,15 +148,8 @@ template <typename T> __host__ __device__ inline T ortc_lowest() {
   else
     return T(0);
 }
-/// The CPU's imod (ONNX Mod on integers; a zero divisor gives 0).
-template <typename T> __host__ __device__ inline T imod(T a, T b, bool fmod) {
-  if (b == 0 || b == T(-1))
-    return T(0);
-  T r = a % b;
-  if (!fmod && r != 0 && ((r < 0) != (b < 0)))
-    r += b;
-  return r;
-}
+/// ONNX Mod on integers (kernels/common/ortc_scalar.h).
+using scalar::imod;
 template <typename T> __device__ inline bool isNaN(T v) { return v != v; }
 __device__ inline bool isFinite(float v) { return (__float_as_int(v) & 0x7f800000) != 0x7f800000; }
 __device__ inline bool isFinite(double v) {
@@ -281,52 +277,26 @@ __device__ inline void storePack(T *p, const T (&src)[V], int64_t base, int64_t 
 // GELU, dropout
 //===----------------------------------------------------------------------===//
 
-/// GELU of one element (the CPU library's geluOf); generated pointwise kernels call it.
-template <typename T> __device__ inline T geluOf(T v, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
-  if (tanhApprox) {
-    const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
-    return half * v * (one + tanh(inner));
-  }
-  return v * half * (one + erf(v * T(0.70710678118654752440)));
-}
-/// dx of GELU for one element (the CPU library's geluGradOf).
-template <typename T> __device__ inline T geluGradOf(T v, T dy, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
-  if (tanhApprox) {
-    const T beta = T(0.79788456080286535588), kappa = T(0.044715);
-    const T v2 = v * v;
-    const T t = tanh(beta * (v + kappa * v2 * v));
-    const T leftD = half * (one + t);
-    const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
-    return dy * (leftD + half * v * rightD);
-  }
-  const T cdf = half * (one + erf(v * T(0.70710678118654752440)));
-  const T pdf = T(0.39894228040143267794) * exp(-half * v * v);
-  return dy * (cdf + v * pdf);
-}
+/// The math policy of the shared formulas (kernels/common/ortc_scalar.h) here: the
+/// device's libm (the global overloads, float ones for float).
+struct DeviceMath {
+  template <typename T> __host__ __device__ static T exp(T x) { return ::exp(x); }
+  template <typename T> __host__ __device__ static T erf(T x) { return ::erf(x); }
+  template <typename T> __host__ __device__ static T tanh(T x) { return ::tanh(x); }
+};
 
-/// The CPU library's mix64 / counterBits / dropoutKeep, bit for bit.
-__device__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+/// GELU, its dx and the sigmoid of one element; generated pointwise kernels call them.
+template <typename T> __device__ inline T geluOf(T v, bool tanhApprox) {
+  return scalar::gelu<DeviceMath>(v, tanhApprox);
 }
-/// Output i of SplitMix64 from the state of (seed, key), as 53 bits.
-__device__ inline uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
-  return mix64(mix64(seed ^ mix64(key)) + (i + 1) * 0x9e3779b97f4a7c15ull) >> 11;
+template <typename T> __device__ inline T geluGradOf(T v, T dy, bool tanhApprox) {
+  return scalar::geluGrad<DeviceMath>(v, dy, tanhApprox);
 }
-__device__ inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
-  const double u = static_cast<double>(counterBits(seed, key, i)) * 0x1.0p-53;
-  return u >= ratio;
-}
-/// The CPU library's dropoutOf: inverted dropout of element i. Generated pointwise
-/// kernels call it with their element's index.
-template <typename T>
-__device__ inline T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
-  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
-  return dropoutKeep(seed, key, static_cast<uint64_t>(i), ratio) ? x * scale : T(0);
-}
+template <typename T> __device__ inline T sigmoidOf(T v) { return scalar::sigmoid<DeviceMath>(v); }
+
+/// Dropout's draws: the CPU library's, bit for bit (the same header).
+using scalar::dropoutOf;
+
 template <typename T, typename S>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) dropoutKernel(const T *x, T *y, int64_t n, double ratio, const S *seed, uint64_t key) {
   const uint64_t sd = static_cast<uint64_t>(*seed);
@@ -336,10 +306,7 @@ __global__ void ORTC_LAUNCH_BOUNDS(kBlock) dropoutKernel(const T *x, T *y, int64
 template <typename T, typename S>
 __global__ void ORTC_LAUNCH_BOUNDS(kBlock) randomUniformKernel(T *y, int64_t n, double low, double high, const S *seed, uint64_t key) {
   const uint64_t sd = static_cast<uint64_t>(*seed);
-  ORTC_FOR(i, n) {
-    const double u = static_cast<double>(counterBits(sd, key, static_cast<uint64_t>(i))) * 0x1.0p-53;
-    y[i] = static_cast<T>(low + (high - low) * u);
-  }
+  ORTC_FOR(i, n) y[i] = static_cast<T>(scalar::uniformOf(low, high, sd, key, static_cast<uint64_t>(i)));
 }
 template <typename T, typename S>
 void randomUniform(T *y, int64_t n, double low, double high, const S *seed, uint64_t key, ortcStream_t s) {

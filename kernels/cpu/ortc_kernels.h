@@ -44,8 +44,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H
-#define ORTC_CODEGEN_CPU_KERNELS_ORTC_KERNELS_H
+#ifndef ORTC_KERNELS_CPU_ORTC_KERNELS_H
+#define ORTC_KERNELS_CPU_ORTC_KERNELS_H
 
 // Generated CPU code (ORTC_KERN_DNNL) calls oneDNN for GEMM and convolution:
 // JIT kernels chosen by the CPU's features at run time, threaded by the same
@@ -72,6 +72,10 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+// The per-element formulas shared with the GPU library and the evaluator (GELU,
+// sigmoid, dropout's draws, imod): kernels/common, pasted in when embedded.
+#include "ortc_scalar.h"
 
 // Generated code (ORTC_KERN_DNNL builds, linked with glibc's libmvec): the
 // float math functions of the elementwise loops get SIMD variants, so loops
@@ -1783,16 +1787,8 @@ void reduceProdGrad(const T *x, const T *dy, T *dx, int64_t rows, int64_t n) {
   }
 }
 
-/// ONNX Mod on integers: the remainder with the divisor's sign (Python's %),
-/// or the dividend's with fmod (C's %). A zero divisor gives 0, as numpy does.
-template <typename T> inline T imod(T a, T b, bool fmod) {
-  if (b == 0 || b == T(-1))
-    return T(0);
-  T r = a % b;
-  if (!fmod && r != 0 && ((r < 0) != (b < 0)))
-    r += b;
-  return r;
-}
+/// ONNX Mod on integers (kernels/common/ortc_scalar.h).
+using scalar::imod;
 
 //===----------------------------------------------------------------------===//
 // Convolution
@@ -3200,46 +3196,15 @@ bool softmaxCrossEntropyGrad(const L *logits, const int64_t *labels, int64_t N,
 // Dropout (counter-based RNG)
 //===----------------------------------------------------------------------===//
 
-/// splitmix64 finaliser (Stafford variant 13): a bijective 64-bit mixer.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// The SplitMix64 state of the tensor identified by `key` under `seed`.
-inline uint64_t counterState(uint64_t seed, uint64_t key) { return mix64(seed ^ mix64(key)); }
-
-/// The 53 random bits of element i of the tensor identified by `key` under
-/// `seed`: output i of SplitMix64 (Steele, Lea and Flood, 2014) from that
-/// tensor's state, mix64(state + (i + 1) * golden gamma) >> 11. Pure function of
-/// its arguments, so draws do not depend on T or the thread count. The state is
-/// the same for every element of a loop (hoisted) and (i + 1) * gamma an
-/// induction, so an element costs one mix64: 2.3x faster dropout on a Zen 3
-/// core than the three nested mixes of (seed, key, i) it replaces.
-ORTC_KERN_ALWAYS_INLINE uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
-  return mix64(counterState(seed, key) + (i + 1) * 0x9e3779b97f4a7c15ull) >> 11;
-}
-
-/// The uniform draw u = counterBits * 2^-53 in [0, 1) (dropout, RandomUniform).
-inline double counterUniform(uint64_t seed, uint64_t key, uint64_t i) {
-  return static_cast<double>(counterBits(seed, key, i)) * 0x1.0p-53;
-}
-
-/// Dropout keeps an element iff u >= ratio, i.e. (u = bits * 2^-53 and
-/// ratio * 2^53 are exact) iff bits >= ceil(ratio * 2^53): an integer test,
-/// which vectorises. A NaN ratio drops everything, as u >= NaN is false.
-inline uint64_t keepThreshold(double ratio) {
-  const double t = std::ceil(ratio * 0x1.0p53);
-  if (!(t < 0x1.0p53))
-    return uint64_t(1) << 53;
-  return t <= 0 ? 0 : static_cast<uint64_t>(t);
-}
-
-/// Dropout keep decision for element i (see keepThreshold).
-inline bool dropoutKeep(uint64_t seed, uint64_t key, uint64_t i, double ratio) {
-  return counterBits(seed, key, i) >= keepThreshold(ratio);
-}
+// The draws themselves (mix64, counterState, counterBits, counterUniform,
+// keepThreshold, dropoutKeep, dropoutOf) are kernels/common/ortc_scalar.h's, the GPU
+// library's too: a mask is the same bits on every target.
+using scalar::counterBits;
+using scalar::counterState;
+using scalar::counterUniform;
+using scalar::dropoutKeep;
+using scalar::keepThreshold;
+using scalar::mix64;
 
 /// ONNX RandomUniform(Like): y[i] = low + (high - low) * counterUniform(seed,
 /// key, i), computed in double and rounded to T.
@@ -3248,20 +3213,12 @@ void randomUniform(T *y, int64_t n, double low, double high, uint64_t seed,
                    uint64_t key) {
   ORTC_KERN_PARALLEL_FOR_SIMD(n * 8)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<T>(low + (high - low) *
-                                    counterUniform(seed, key, static_cast<uint64_t>(i)));
+    y[i] = static_cast<T>(scalar::uniformOf(low, high, seed, key, static_cast<uint64_t>(i)));
 }
 
-/// Inverted dropout of element i (torch.nn.functional.dropout, ONNX Dropout):
-/// dropoutKeep(seed, key, i, ratio) ? x / (1 - ratio) : 0, the scale computed in
-/// double and rounded to T; ratio >= 1 drops everything. Generated pointwise
-/// kernels call it with their element's index.
-template <typename T>
-ORTC_KERN_ALWAYS_INLINE T dropoutOf(T x, uint64_t seed, uint64_t key, int64_t i, double ratio) {
-  const T scale = ratio < 1.0 ? static_cast<T>(1.0 / (1.0 - ratio)) : T(0);
-  return counterBits(seed, key, static_cast<uint64_t>(i)) >= keepThreshold(ratio) ? x * scale
-                                                                                : T(0);
-}
+/// Inverted dropout of element i; generated pointwise kernels call it with their
+/// element's index.
+using scalar::dropoutOf;
 
 /// dropoutOf over n elements: y[i] = dropoutOf(x[i], seed, key, i, ratio). y may
 /// alias x.
@@ -3429,44 +3386,29 @@ using std::sqrt;
 // GELU
 //===----------------------------------------------------------------------===//
 
-namespace detail {
-constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
-constexpr double kGeluKappa = 0.044715;
-} // namespace detail
+/// The math policy of the shared formulas (kernels/common/ortc_scalar.h) in this
+/// library: the vectorisation-stable functions above for float, libm for double.
+struct VmMath {
+  template <typename T> static ORTC_KERN_ALWAYS_INLINE T exp(T x) { return vm::exp(x); }
+  template <typename T> static ORTC_KERN_ALWAYS_INLINE T erf(T x) { return vm::erf(x); }
+  template <typename T> static ORTC_KERN_ALWAYS_INLINE T tanh(T x) { return vm::tanh(x); }
+};
 
-/// torch.nn.functional.gelu / ONNX Gelu of one element: approximate='none':
-/// y = x * 0.5 * (1 + erf(x / sqrt(2))); approximate='tanh' (tanhApprox):
-/// y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). Computed in T like
-/// PyTorch. Generated pointwise kernels call it (inlined and vectorised through
-/// the vectorisation-stable erf and tanh above).
+/// GELU of one element (scalar::gelu); generated pointwise kernels call it, inlined
+/// and vectorised through the vectorisation-stable erf and tanh.
 template <typename T> ORTC_KERN_ALWAYS_INLINE T geluOf(T v, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
-  if (tanhApprox) {
-    const T inner = T(detail::kSqrt2OverPi) * (v + T(detail::kGeluKappa) * v * v * v);
-    return half * v * (one + vm::tanh(inner));
-  }
-  return v * half * (one + vm::erf(v * T(detail::kSqrt1_2)));
+  return scalar::gelu<VmMath>(v, tanhApprox);
 }
 
-/// Gradient of gelu for one element (PyTorch GeluBackward formulas): 'none':
-/// dx = dy * (0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) / sqrt(2 pi));
-/// 'tanh': with u = sqrt(2 / pi) * (x + 0.044715 x^3), t = tanh(u):
-/// dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2)).
+/// dx of GELU for one element (scalar::geluGrad).
 template <typename T> ORTC_KERN_ALWAYS_INLINE T geluGradOf(T v, T dy, bool tanhApprox) {
-  const T half = T(0.5), one = T(1);
-  if (tanhApprox) {
-    const T beta = T(detail::kSqrt2OverPi), kappa = T(detail::kGeluKappa);
-    const T v2 = v * v;
-    const T t = vm::tanh(beta * (v + kappa * v2 * v));
-    const T leftD = half * (one + t);
-    const T rightD = (one - t * t) * (beta * (one + T(3) * kappa * v2));
-    return dy * (leftD + half * v * rightD);
-  }
-  const T cdf = half * (one + vm::erf(v * T(detail::kSqrt1_2)));
-  const T pdf = T(detail::kInvSqrt2Pi) * vm::exp(-half * v * v);
-  return dy * (cdf + v * pdf);
+  return scalar::geluGrad<VmMath>(v, dy, tanhApprox);
+}
+
+/// The logistic function of one element (scalar::sigmoid); generated pointwise
+/// kernels call it.
+template <typename T> ORTC_KERN_ALWAYS_INLINE T sigmoidOf(T v) {
+  return scalar::sigmoid<VmMath>(v);
 }
 
 /// gelu over n elements; y may alias x. (One loop per form, so that each
