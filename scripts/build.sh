@@ -10,5 +10,8 @@ if [[ ! -f build/build.ninja ]]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
 fi
-ninja -C build -j"${ORTC_JOBS:-2}" | grep -v -E '^\[[0-9]+/[0-9]+\]' || true
-test "${PIPESTATUS[0]}" -eq 0
+# Ninja's status, not grep's: under pipefail a failed build fails the pipeline, and a
+# trailing `|| true` would reset PIPESTATUS before it could be tested.
+status=0
+ninja -C build -j"${ORTC_JOBS:-2}" | grep -v -E '^\[[0-9]+/[0-9]+\]' || status=${PIPESTATUS[0]}
+exit "$status"

@@ -22,7 +22,6 @@
 #ifndef ORTC_KERNELS_COMMON_ORTC_SCALAR_H
 #define ORTC_KERNELS_COMMON_ORTC_SCALAR_H
 
-#include <math.h>
 #include <stdint.h>
 
 // Callable from host and device code; always inlined on the host (an out-of-line
@@ -78,11 +77,16 @@ ORTC_SCALAR_FN double uniformOf(double low, double high, uint64_t seed, uint64_t
 /// Dropout keeps an element iff u >= ratio, i.e. (u = bits * 2^-53 and
 /// ratio * 2^53 are exact) iff bits >= ceil(ratio * 2^53): an integer test,
 /// which vectorises. A NaN ratio drops everything, as u >= NaN is false.
+/// (ceil by hand: this header calls no math library, so that it declares nothing
+/// beside the includer's own math functions.)
 ORTC_SCALAR_FN uint64_t keepThreshold(double ratio) {
-  const double t = ceil(ratio * 0x1.0p53);
+  const double t = ratio * 0x1.0p53; // exact
   if (!(t < 0x1.0p53))
     return uint64_t(1) << 53;
-  return t <= 0 ? 0 : static_cast<uint64_t>(t);
+  if (t <= 0)
+    return 0;
+  const uint64_t k = static_cast<uint64_t>(t); // floor, exact below 2^53
+  return static_cast<double>(k) < t ? k + 1 : k;
 }
 
 /// Dropout's keep decision for element i (see keepThreshold).
