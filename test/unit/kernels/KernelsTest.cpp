@@ -2153,6 +2153,46 @@ TEST(Gelu, GradFiniteDifferences) {
   }
 }
 
+/// The shared formulas (kernels/common/ortc_scalar.h) under the CPU library's policy
+/// (vectorisation-stable vm:: math, float) against the same formulas under libm in
+/// double, and the sigmoid against its definition: one formula, every policy near it.
+struct LibmMath {
+  template <typename T> static T exp(T x) { return std::exp(x); }
+  template <typename T> static T erf(T x) { return std::erf(x); }
+  template <typename T> static T tanh(T x) { return std::tanh(x); }
+  template <typename T> static T erfAndGauss(T x, T &gauss) {
+    gauss = std::exp(-(x * x));
+    return std::erf(x);
+  }
+};
+TEST(ScalarFormulas, PoliciesAgreeWithLibmInDouble) {
+  for (int approx = 0; approx < 2; ++approx)
+    for (double v = -9.0; v <= 9.0; v += 0.0625) {
+      const float f = static_cast<float>(v);
+      const double y = ortc::scalar::gelu<LibmMath>(v, approx);
+      const double dy = ortc::scalar::geluGrad<LibmMath>(v, 0.75, approx);
+      // Both in float: a few float ulps of the larger of the value and the input.
+      EXPECT_NEAR(geluOf(f, approx), y, 4e-7 * std::max(1.0, std::fabs(v))) << v;
+      EXPECT_NEAR(geluGradOf(f, 0.75f, approx), dy, 4e-7 * std::max(1.0, v * v)) << v;
+      EXPECT_EQ(geluOf(v, approx), y) << v; // double: the CPU library is libm's
+      const double sg = 1.0 / (1.0 + std::exp(-v));
+      EXPECT_NEAR(sigmoidOf(f), sg, 4e-7 * sg) << v;
+      EXPECT_EQ(sigmoidOf(v), sg) << v;
+    }
+}
+
+/// The keep threshold (computed without a math library) is ceil(ratio * 2^53).
+TEST(ScalarFormulas, KeepThresholdIsTheCeiling) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int k = 0; k < 100000; ++k) {
+    const double r = k < 10 ? k / 10.0 : u(rng);
+    EXPECT_EQ(keepThreshold(r), static_cast<uint64_t>(std::ceil(r * 0x1.0p53))) << r;
+  }
+  EXPECT_EQ(keepThreshold(1.0), uint64_t(1) << 53);
+  EXPECT_EQ(keepThreshold(-0.5), 0u);
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//
