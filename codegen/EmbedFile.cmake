@@ -10,5 +10,11 @@ if(DEFINED INLINE)
     file(READ ${INLINE}/${h} text)
     string(REPLACE "#include \"${h}\"" "${text}" content "${content}")
   endforeach()
+  # An include left over (another spelling, a header elsewhere) would ship a library
+  # that does not compile in the artifact: stop here instead.
+  string(REGEX MATCH "#[ \t]*include[ \t]*\"[^\"]*\"" left "${content}")
+  if(left)
+    message(FATAL_ERROR "${IN}: '${left}' is not a header of ${INLINE}; the embedded library must stand alone")
+  endif()
 endif()
 file(WRITE ${OUT} "// Generated from ${IN}; do not edit.\nextern const char *const ${NAME};\nconst char *const ${NAME} = R\"ORTC_EMBED(${content})ORTC_EMBED\";\n")

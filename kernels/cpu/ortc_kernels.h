@@ -74,7 +74,8 @@
 #endif
 
 // The per-element formulas shared with the GPU library and the evaluator (GELU,
-// sigmoid, dropout's draws, imod): kernels/common, pasted in when embedded.
+// sigmoid, dropout's draws, imod): kernels/common, pasted in when the compiler
+// embeds this library.
 #include "ortc_scalar.h"
 
 // Generated code (ORTC_KERN_DNNL builds, linked with glibc's libmvec): the
@@ -3256,7 +3257,9 @@ inline void dropoutMask(uint8_t *mask, int64_t n, double ratio, uint64_t seed,
 // body, its scalar remainder or a loop the compiler left scalar: on which kernel
 // computed it. A value computed again elsewhere (recompute, another fusion) must come
 // out with the same bits. These are plain arithmetic, inlined and vectorised alike
-// (with kernels built -ffp-contract=off, each operation rounds once in either form),
+// (with kernels built -ffp-contract=off, each operation rounds once in either form; the
+// polynomials' Horner steps are explicit fused multiply-adds where the level has FMA,
+// detail::madd, rounded once in either form too),
 // within 2 ulp of the exact result (KernelsTest's VectorStableMath). Generated kernels
 // call them for float; double keeps libm.
 namespace vm {

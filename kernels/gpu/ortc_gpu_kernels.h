@@ -34,7 +34,8 @@
 #error "include the target prelude (ORTC_WARP_SIZE...) before ortc_gpu_kernels.h"
 #endif
 
-#include "ortc_scalar.h" // pasted in when embedded
+// kernels/common: pasted in when the compiler embeds this library.
+#include "ortc_scalar.h"
 
 /// Element conversion of generated kernels (the CPU's ortc_cvt): static_cast, which for
 /// float16 / bfloat16 (ortc_half, ortc_bf16) is the vendors' round-to-nearest-even
