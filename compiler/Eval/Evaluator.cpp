@@ -31,10 +31,6 @@ struct StdMath {
   template <typename T> static T exp(T x) { return std::exp(x); }
   template <typename T> static T erf(T x) { return std::erf(x); }
   template <typename T> static T tanh(T x) { return std::tanh(x); }
-  template <typename T> static T erfAndGauss(T x, T &gauss) {
-    gauss = std::exp(-(x * x));
-    return std::erf(x);
-  }
 };
 
 using Shape = std::vector<int64_t>;

@@ -284,10 +284,6 @@ struct DeviceMath {
   template <typename T> __host__ __device__ static T exp(T x) { return ::exp(x); }
   template <typename T> __host__ __device__ static T erf(T x) { return ::erf(x); }
   template <typename T> __host__ __device__ static T tanh(T x) { return ::tanh(x); }
-  template <typename T> __host__ __device__ static T erfAndGauss(T x, T &gauss) {
-    gauss = ::exp(-(x * x));
-    return ::erf(x);
-  }
 };
 
 /// GELU, its dx and the sigmoid of one element; generated pointwise kernels call them.

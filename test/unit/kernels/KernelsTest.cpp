@@ -2160,10 +2160,6 @@ struct LibmMath {
   template <typename T> static T exp(T x) { return std::exp(x); }
   template <typename T> static T erf(T x) { return std::erf(x); }
   template <typename T> static T tanh(T x) { return std::tanh(x); }
-  template <typename T> static T erfAndGauss(T x, T &gauss) {
-    gauss = std::exp(-(x * x));
-    return std::erf(x);
-  }
 };
 TEST(ScalarFormulas, PoliciesAgreeWithLibmInDouble) {
   for (int approx = 0; approx < 2; ++approx)
