@@ -41,6 +41,9 @@ namespace scalar {
 // Dropout and random draws (counter-based)
 //===----------------------------------------------------------------------===//
 
+/// SplitMix64's increment, the golden ratio's 64 fraction bits (2^64 / phi).
+constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;
+
 /// splitmix64 finaliser (Stafford variant 13): a bijective 64-bit mixer.
 ORTC_SCALAR_FN uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -60,7 +63,7 @@ ORTC_SCALAR_FN uint64_t counterState(uint64_t seed, uint64_t key) {
 /// nor the target. In a loop the state is the same for every element (hoisted) and
 /// (i + 1) * gamma an induction, so an element costs one mix64.
 ORTC_SCALAR_FN uint64_t counterBits(uint64_t seed, uint64_t key, uint64_t i) {
-  return mix64(counterState(seed, key) + (i + 1) * 0x9e3779b97f4a7c15ull) >> 11;
+  return mix64(counterState(seed, key) + (i + 1) * kGoldenGamma) >> 11;
 }
 
 /// The uniform draw u = counterBits * 2^-53 in [0, 1) (dropout, RandomUniform).

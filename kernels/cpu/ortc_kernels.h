@@ -3278,7 +3278,7 @@ constexpr float kLn2Hi = 0.693145751953125f; // ln 2 split so that n * kLn2Hi is
 constexpr float kLn2Lo = 1.42860682030941723212e-6f;
 /// a * b + c for the polynomials' Horner steps: one fused multiply-add, rounded once,
 /// where the level has FMA (x86-64-v3 and up: half the operations and latency of
-/// the chains; GELU 1.6x faster on a Sapphire Rapids-class core), else a multiply and
+/// the chains; GELU 1.6x faster on an Emerald Rapids core), else a multiply and
 /// an add. Either way scalar and vector code round alike (std::fma is exact in both
 /// forms), so an element's bits still do not depend on which kernel computes it; they
 /// do differ between builds with and without FMA (within the 2 ulp of either).
@@ -3357,10 +3357,8 @@ ORTC_KERN_ALWAYS_INLINE float tanh(float x) {
 
 /// erf x: x P(x^2) for |x| < 0.875; 1 - e^(-x^2) S(|x|) up to 3.9375 with S (= erfc x
 /// e^(x^2), smooth) a polynomial about 1.4375 below 2 and about 2.96875 above; 1 beyond.
-/// (Least-squares fits on Chebyshev nodes against float64 erf/erfc.) Also sets `gauss`
-/// to e^(-x^2), which the tail computes anyway (GELU's gradient could take its pdf from it,
-/// one exp fewer, but that moved the fp16 GPT's 200-step run past its bound: not used).
-ORTC_KERN_ALWAYS_INLINE float erfAndGauss(float x, float &gauss) {
+/// (Least-squares fits on Chebyshev nodes against float64 erf/erfc.)
+ORTC_KERN_ALWAYS_INLINE float erf(float x) {
   const float a = std::fabs(x), s = a * a;
   float p = 8.671101289e-05f;
   p = detail::madd(p, s, -8.210109191e-04f);
@@ -3381,14 +3379,9 @@ ORTC_KERN_ALWAYS_INLINE float erfAndGauss(float x, float &gauss) {
   q = detail::madd(q, u, (lo ? 8.265209604e-02f : 1.631155827e-02f));
   q = detail::madd(q, u, (lo ? -1.735411737e-01f : -5.537830666e-02f));
   q = detail::madd(q, u, (lo ? 3.321175629e-01f : 1.807159347e-01f));
-  gauss = vm::exp(-s);
-  const float tail = 1.0f - gauss * q;
+  const float tail = 1.0f - vm::exp(-s) * q;
   const float y = a < 0.875f ? a * p : (a < 3.9375f ? tail : 1.0f);
   return x != x ? x : std::copysign(y, x);
-}
-ORTC_KERN_ALWAYS_INLINE float erf(float x) {
-  float gauss;
-  return erfAndGauss(x, gauss);
 }
 
 inline double exp(double x) { return std::exp(x); }

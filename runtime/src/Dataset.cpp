@@ -119,7 +119,7 @@ bool isInt(npz::DType d) {
 }
 
 /// The next output of the SplitMix64 generator whose state is x.
-uint64_t splitmix64(uint64_t &x) { return ortc::scalar::mix64(x += 0x9E3779B97F4A7C15ull); }
+uint64_t splitmix64(uint64_t &x) { return ortc::scalar::mix64(x += ortc::scalar::kGoldenGamma); }
 
 } // namespace
 

@@ -841,7 +841,7 @@ ortc_status ortc_session_init_omitted(ortc_session *s, uint64_t seed) {
     if (!s)
       return fail(ORTC_ERR_INVALID_ARGUMENT, "ortc_session_init_omitted: null session");
     // splitmix64 of (seed, tensor, element): two uniforms, one Box-Muller normal.
-    auto mix = [](uint64_t z) { return ortc::scalar::mix64(z); };
+    using ortc::scalar::mix64;
     for (size_t i = 0; i < s->m().tensors.size(); ++i) {
       const TensorDesc &t = s->m().tensors[i];
       if (!t.initOmitted)
@@ -850,9 +850,9 @@ ortc_status ortc_session_init_omitted(ortc_session *s, uint64_t seed) {
       if (!f32 && !f64) {
         std::memset(s->bufs[i], 0, size_t(t.bytes));
       } else {
-        const uint64_t key = mix(seed * 0x9e3779b97f4a7c15ull + i + 1);
+        const uint64_t key = mix64(seed * ortc::scalar::kGoldenGamma + i + 1);
         for (int64_t e = 0; e < t.numel; ++e) {
-          const uint64_t a = mix(key + 2 * uint64_t(e)), b = mix(key + 2 * uint64_t(e) + 1);
+          const uint64_t a = mix64(key + 2 * uint64_t(e)), b = mix64(key + 2 * uint64_t(e) + 1);
           const double u1 = (double(a >> 11) + 1.0) * 0x1.0p-53, u2 = double(b >> 11) * 0x1.0p-53;
           const double v = 0.02 * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
           if (f32)

@@ -19,6 +19,7 @@
 #include "Dataset.h"
 #include "Npz.h"
 #include "ortc/runtime.h"
+#include "ortc_scalar.h"
 
 #include <unistd.h>
 
@@ -186,7 +187,7 @@ public:
       int64_t n = o.gradAccum, micro = (start + i) * n, batch = 0;
       // Each rank's micro-batches draw their own dropout masks.
       auto seedOf = [&](int64_t k) {
-        return int64_t(uint64_t(o.seed) + uint64_t(k * world + rank) * 0x9E3779B97F4A7C15ull);
+        return int64_t(uint64_t(o.seed) + uint64_t(k * world + rank) * ortc::scalar::kGoldenGamma);
       };
       double lossSum = 0;
       for (int64_t k = 0; k < n; ++k) {
