@@ -782,6 +782,14 @@ int64_t copyUnaliased(const T *src, int64_t rows, int64_t cols, int64_t ld,
 }
 } // namespace detail
 
+#if defined(ORTC_KERN_DNNL)
+namespace dnnl_detail {
+ORTC_KERN_OBJECT_INLINE bool gemmF32(bool transA, bool transB, int64_t M, int64_t N,
+                                     int64_t K, const float *A, int64_t lda, const float *B,
+                                     int64_t ldb, bool accumulate, float *C, int64_t ldc);
+} // namespace dnnl_detail
+#endif
+
 /// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, where op(A) is
 /// [M, K] (A stored [K, M] when transA) and op(B) is [K, N] (B stored [N, K]
 /// when transB); lda/ldb/ldc are row strides. Thin wrapper over dnnl_sgemm
@@ -799,6 +807,21 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return;
   }
 #if defined(ORTC_KERN_DNNL)
+  // oneDNN's matmul primitive where it has a brgemm kernel (AVX-512 CPUs): it packs
+  // B itself and splits the product over the pool by rows and columns, where the
+  // sgemm below splits a short product badly (on a Zen 4 at 2 threads, x W^T for a
+  // 64x1024 batch through a 1024x1024 layer ran at 66 GFLOP/s, 168 through the
+  // primitive; 128x1024x1024 NT 103 against 192; NN and small products alike). Only
+  // outside a parallel region (a panel of matmulPanels runs on its own thread), for
+  // products of at least 2M multiply-adds, where one primitive call's overhead is lost,
+  // and dense operands (oneDNN 2.6 has brgemm for no other strides).
+  if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && M * N * K >= (int64_t(1) << 21) &&
+      lda == (transA ? M : K) && ldb == (transB ? K : N) && ldc == N
+#if defined(_OPENMP)
+      && !omp_in_parallel()
+#endif
+      && dnnl_detail::gemmF32(transA, transB, M, N, K, A, lda, B, ldb, beta == 1.0f, C, ldc))
+    return;
   // An operand oneDNN would read in place with rows that evict each other is copied
   // first, into rows 64 bytes further apart (detail::aliasedOperand): the copy costs
   // one pass over it, against a product that reads it `other` times. Same bits: the
@@ -2363,6 +2386,75 @@ ORTC_KERN_OBJECT_INLINE bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, 
   return runPlan(plans[key],
                  [&](Plan &plan) {
                    makeMatmulPlan(plan, bf16Result, batch, M, N, K, transA, transB);
+                 },
+                 ptrs);
+}
+#endif
+
+/// The plan of a float GEMM with row strides (gemm's operands): the matmul primitive
+/// on plain strided descriptors (no reorders), C summed into when `accumulate`; only
+/// a brgemm implementation (elsewhere oneDNN wraps the same sgemm gemm calls itself).
+inline void makeGemmPlan(Plan &plan, bool transA, bool transB, int64_t M, int64_t N,
+                         int64_t K, int64_t lda, int64_t ldb, bool accumulate, int64_t ldc) {
+  if (!engine())
+    return;
+  const dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
+  const dnnl_dims_t as = {transA ? 1 : lda, transA ? lda : 1};
+  const dnnl_dims_t bs = {transB ? 1 : ldb, transB ? ldb : 1};
+  const dnnl_dims_t cs = {ldc, 1};
+  dnnl_memory_desc_t a, b, c;
+  if (dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_f32, as) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_f32, bs) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs) != dnnl_success)
+    return;
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t ops = nullptr;
+  if (accumulate) {
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+      return;
+    if (dnnl_post_ops_create(&ops) != dnnl_success ||
+        dnnl_post_ops_append_sum(ops, 1.0f) != dnnl_success ||
+        dnnl_primitive_attr_set_post_ops(attr, ops) != dnnl_success) {
+      if (ops)
+        dnnl_post_ops_destroy(ops);
+      dnnl_primitive_attr_destroy(attr);
+      return;
+    }
+  }
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  const bool made = dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
+                    dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) ==
+                        dnnl_success;
+  if (ops)
+    dnnl_post_ops_destroy(ops);
+  if (attr)
+    dnnl_primitive_attr_destroy(attr);
+  if (!made)
+    return;
+  const char *impl = nullptr;
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  bool ok = impl && std::strncmp(impl, "brg", 3) == 0 &&
+            dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
+  dnnl_primitive_desc_destroy(pd);
+  plan.nArgs = 3;
+  plan.ok = ok && bindArg(plan.args[0], DNNL_ARG_SRC, false, a, nullptr) &&
+            bindArg(plan.args[1], DNNL_ARG_WEIGHTS, false, b, nullptr) &&
+            bindArg(plan.args[2], DNNL_ARG_DST, true, c, nullptr);
+}
+
+/// gemm's primitive path (see there): false when oneDNN has no brgemm kernel for the
+/// geometry on this CPU (the caller runs sgemm).
+#if !defined(ORTC_KERN_DECLARE_ONLY)
+ORTC_KERN_OBJECT_INLINE bool gemmF32(bool transA, bool transB, int64_t M, int64_t N,
+                                     int64_t K, const float *A, int64_t lda, const float *B,
+                                     int64_t ldb, bool accumulate, float *C, int64_t ldc) {
+  const std::vector<int64_t> key = {transA, transB, M, N, K, lda, ldb, accumulate, ldc};
+  thread_local std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
+  void *const ptrs[3] = {const_cast<float *>(A), const_cast<float *>(B), C};
+  return runPlan(plans[key],
+                 [&](Plan &plan) {
+                   makeGemmPlan(plan, transA, transB, M, N, K, lda, ldb, accumulate, ldc);
                  },
                  ptrs);
 }

@@ -346,6 +346,62 @@ TEST(Matmul, AliasedStridesGiveTheSameBits) {
   EXPECT_TRUE(allCloseF(C, want, 1e-4));
 }
 
+#if defined(ORTC_KERN_DNNL)
+// gemm's oneDNN matmul-primitive path (products of at least 2M multiply-adds on a CPU
+// where oneDNN has brgemm kernels, which oneDNN 2.6 has for dense operands only; sgemm
+// elsewhere): every transpose, accumulation into C, dense and with row strides wider
+// than the matrices, within float rounding of the definition. On an AVX-512 CPU the
+// dense products must take the path (unless DNNL_MAX_CPU_ISA lowers the level).
+TEST(Matmul, PrimitivePathAgreesWithTheDefinition) {
+  const bool avx512 = __builtin_cpu_supports("avx512f") && !std::getenv("DNNL_MAX_CPU_ISA");
+  struct Case { int64_t M, N, K; };
+  for (Case c : {Case{64, 1024, 48}, Case{150, 130, 120}, Case{300, 96, 256}})
+    for (int t = 0; t < 16; ++t) {
+      const bool tA = t & 1, tB = t & 2, acc = t & 4, dense = !(t & 8);
+      const int64_t rA = tA ? c.K : c.M, cA = tA ? c.M : c.K;
+      const int64_t rB = tB ? c.N : c.K, cB = tB ? c.K : c.N;
+      const int64_t ldA = cA + (dense ? 0 : 5), ldB = cB + (dense ? 0 : 3),
+                    ldC = c.N + (dense ? 0 : 9);
+      Vec A = randVec(rA * cA), B = randVec(rB * cB), C0 = randVec(c.M * c.N);
+      Vec want = refMatmul(A, B, 1, c.M, c.N, c.K, tA, tB);
+      std::vector<float> a(rA * ldA), b(rB * ldB), cm(c.M * ldC, 7.0f);
+      for (int64_t r = 0; r < rA; ++r)
+        for (int64_t j = 0; j < cA; ++j)
+          a[r * ldA + j] = float(A[r * cA + j]);
+      for (int64_t r = 0; r < rB; ++r)
+        for (int64_t j = 0; j < cB; ++j)
+          b[r * ldB + j] = float(B[r * cB + j]);
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) {
+          cm[i * ldC + j] = float(C0[i * c.N + j]);
+          if (acc)
+            want[i * c.N + j] += double(float(C0[i * c.N + j]));
+        }
+      const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                               std::to_string(c.K) + " tA " + std::to_string(tA) + " tB " +
+                               std::to_string(tB) + " acc " + std::to_string(acc) +
+                               (dense ? " dense" : " strided");
+      std::vector<float> probe(cm);
+      const bool took = dnnl_detail::gemmF32(tA, tB, c.M, c.N, c.K, a.data(), ldA, b.data(),
+                                             ldB, acc, probe.data(), ldC);
+      if (avx512 && dense)
+        EXPECT_TRUE(took) << what;
+      gemm(tA, tB, c.M, c.N, c.K, 1.0f, a.data(), ldA, b.data(), ldB, acc ? 1.0f : 0.0f,
+           cm.data(), ldC);
+      std::vector<float> got(c.M * c.N);
+      for (int64_t i = 0; i < c.M; ++i) {
+        for (int64_t j = 0; j < c.N; ++j)
+          got[i * c.N + j] = cm[i * ldC + j];
+        for (int64_t j = c.N; j < ldC; ++j)
+          ASSERT_EQ(cm[i * ldC + j], 7.0f) << "wrote past row " << i << ": " << what;
+      }
+      EXPECT_TRUE(allCloseF(got, want, 1e-4)) << what;
+      if (took) // gemm takes that path too: the same bits
+        EXPECT_EQ(0, std::memcmp(probe.data(), cm.data(), cm.size() * sizeof(float))) << what;
+    }
+}
+#endif
+
 TEST(Matmul, EmptyInnerDimension) {
   Vec C(6, 3.0);
   matmul<double>(nullptr, nullptr, C.data(), 1, 2, 3, 0, false, false);
