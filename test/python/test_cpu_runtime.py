@@ -323,7 +323,8 @@ class NonFinite(unittest.TestCase):
 class Profile(unittest.TestCase):
     def test_profile_times_every_launch_and_names_its_node(self):
         # ORTC_PROFILE: per launch of the step program, its kernel, ONNX node, op,
-        # calls and time; shared kernels are timed per launch, not merged.
+        # calls and time; shared kernels are timed per launch, not merged. A function's
+        # first run (one-time JIT and plan work) is timed apart, as warmup_ms.
         with TempDir() as d:
             art = os.path.join(d, "cnn.ortc")
             run([ORTC, "build", sample_path("cnn"), "-o", art, "--dim", "batch=8"])
@@ -337,9 +338,14 @@ class Profile(unittest.TestCase):
                 launches = json.load(f)["functions"]["train_step"]["launches"]
             train = [l for l in r["launches"] if l["function"] == "train_step"]
             self.assertEqual(len(train), len(launches))
-            self.assertTrue(all(l["calls"] == 3 for l in train))
+            self.assertTrue(all(l["calls"] == 2 for l in train))
+            self.assertTrue(all(l["warmup_ms"] >= 0 for l in train))
+            self.assertGreater(sum(l["warmup_ms"] for l in train), 0)
+            self.assertTrue(all(abs(l["mean_ms"] - l["total_ms"] / 2) < 1e-9 for l in train))
             self.assertEqual([l["total_ms"] for l in r["launches"]],
                              sorted((l["total_ms"] for l in r["launches"]), reverse=True))
+            self.assertAlmostEqual(sum(l["warmup_ms"] for l in r["launches"]), r["warmup_ms"],
+                                   places=6)
             conv = [l for l in train if l["op"] == "conv"]
             self.assertTrue(conv and all(l["node"] for l in conv))
             self.assertAlmostEqual(sum(r["by_op_ms"].values()), r["total_ms"], places=6)
