@@ -2339,10 +2339,31 @@ inline bool nativeBf16() {
   return native;
 }
 
+/// The plan of a matmul on plain strided descriptors a x b -> c (no reorders), with
+/// `attr` (null: none), when oneDNN's implementation passes `accept(impl)`.
+template <typename Accept>
+inline void makeMatmulPlan(Plan &plan, const dnnl_memory_desc_t &a, const dnnl_memory_desc_t &b,
+                           const dnnl_memory_desc_t &c, const_dnnl_primitive_attr_t attr,
+                           Accept accept) {
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) != dnnl_success)
+    return;
+  const char *impl = nullptr;
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  bool ok = impl && accept(impl) && dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
+  dnnl_primitive_desc_destroy(pd);
+  plan.nArgs = 3;
+  plan.ok = ok && bindArg(plan.args[0], DNNL_ARG_SRC, false, a, nullptr) &&
+            bindArg(plan.args[1], DNNL_ARG_WEIGHTS, false, b, nullptr) &&
+            bindArg(plan.args[2], DNNL_ARG_DST, true, c, nullptr);
+}
+
 /// The plan of a bfloat16 matmul: A [batch, M, K] and B [batch, K, N] (transposes as
 /// strides) into a float or bfloat16 C [batch, M, N].
-inline void makeMatmulPlan(Plan &plan, bool bf16Result, int64_t batch, int64_t M, int64_t N,
-                           int64_t K, bool transA, bool transB) {
+inline void makeBf16MatmulPlan(Plan &plan, bool bf16Result, int64_t batch, int64_t M,
+                               int64_t N, int64_t K, bool transA, bool transB) {
   if (!engine() || batch <= 0 || M <= 0 || N <= 0 || K <= 0)
     return;
   const dnnl_dims_t ad = {batch, M, K}, bd = {batch, K, N}, cd = {batch, M, N};
@@ -2355,21 +2376,9 @@ inline void makeMatmulPlan(Plan &plan, bool bf16Result, int64_t batch, int64_t M
       dnnl_memory_desc_init_by_strides(&c, 3, cd, bf16Result ? dnnl_bf16 : dnnl_f32, cs) !=
           dnnl_success)
     return;
-  dnnl_matmul_desc_t desc;
-  dnnl_primitive_desc_t pd = nullptr;
-  if (dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) != dnnl_success ||
-      dnnl_primitive_desc_create(&pd, &desc, nullptr, engine(), nullptr) != dnnl_success)
-    return;
   // A reference implementation is far slower than widening: refuse it.
-  const char *impl = nullptr;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-  bool ok = impl && !std::strstr(impl, "ref") &&
-            dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
-  dnnl_primitive_desc_destroy(pd);
-  plan.nArgs = 3;
-  plan.ok = ok && bindArg(plan.args[0], DNNL_ARG_SRC, false, a, nullptr) &&
-            bindArg(plan.args[1], DNNL_ARG_WEIGHTS, false, b, nullptr) &&
-            bindArg(plan.args[2], DNNL_ARG_DST, true, c, nullptr);
+  makeMatmulPlan(plan, a, b, c, nullptr,
+                 [](const char *impl) { return !std::strstr(impl, "ref"); });
 }
 
 /// matmulWide's bfloat16 path (see there): false when this CPU lacks AVX-512 BF16 or
@@ -2385,7 +2394,7 @@ ORTC_KERN_OBJECT_INLINE bool matmulBf16(const ortc_bf16 *A, const ortc_bf16 *B, 
   void *const ptrs[3] = {const_cast<ortc_bf16 *>(A), const_cast<ortc_bf16 *>(B), C};
   return runPlan(plans[key],
                  [&](Plan &plan) {
-                   makeMatmulPlan(plan, bf16Result, batch, M, N, K, transA, transB);
+                   makeBf16MatmulPlan(plan, bf16Result, batch, M, N, K, transA, transB);
                  },
                  ptrs);
 }
@@ -2421,26 +2430,12 @@ inline void makeGemmPlan(Plan &plan, bool transA, bool transB, int64_t M, int64_
       return;
     }
   }
-  dnnl_matmul_desc_t desc;
-  dnnl_primitive_desc_t pd = nullptr;
-  const bool made = dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
-                    dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) ==
-                        dnnl_success;
+  makeMatmulPlan(plan, a, b, c, attr,
+                 [](const char *impl) { return std::strncmp(impl, "brg", 3) == 0; });
   if (ops)
     dnnl_post_ops_destroy(ops);
   if (attr)
     dnnl_primitive_attr_destroy(attr);
-  if (!made)
-    return;
-  const char *impl = nullptr;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-  bool ok = impl && std::strncmp(impl, "brg", 3) == 0 &&
-            dnnl_primitive_create(&plan.prim, pd) == dnnl_success;
-  dnnl_primitive_desc_destroy(pd);
-  plan.nArgs = 3;
-  plan.ok = ok && bindArg(plan.args[0], DNNL_ARG_SRC, false, a, nullptr) &&
-            bindArg(plan.args[1], DNNL_ARG_WEIGHTS, false, b, nullptr) &&
-            bindArg(plan.args[2], DNNL_ARG_DST, true, c, nullptr);
 }
 
 /// gemm's primitive path (see there): false when oneDNN has no brgemm kernel for the
