@@ -353,7 +353,10 @@ TEST(Matmul, AliasedStridesGiveTheSameBits) {
 // than the matrices, within float rounding of the definition. On an AVX-512 CPU the
 // dense products must take the path (unless DNNL_MAX_CPU_ISA lowers the level).
 TEST(Matmul, PrimitivePathAgreesWithTheDefinition) {
-  const bool avx512 = __builtin_cpu_supports("avx512f") && !std::getenv("DNNL_MAX_CPU_ISA");
+  // oneDNN's avx512_core: F, BW, VL and DQ.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      !std::getenv("DNNL_MAX_CPU_ISA");
   struct Case { int64_t M, N, K; };
   for (Case c : {Case{64, 1024, 48}, Case{150, 130, 120}, Case{300, 96, 256}})
     for (int t = 0; t < 16; ++t) {
