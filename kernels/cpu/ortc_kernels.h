@@ -792,8 +792,8 @@ ORTC_KERN_OBJECT_INLINE bool gemmF32(bool transA, bool transB, int64_t M, int64_
 
 /// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, where op(A) is
 /// [M, K] (A stored [K, M] when transA) and op(B) is [K, N] (B stored [N, K]
-/// when transB); lda/ldb/ldc are row strides. Thin wrapper over dnnl_sgemm
-/// (generated code) or cblas_sgemm (the evaluator).
+/// when transB); lda/ldb/ldc are row strides. Thin wrapper over oneDNN (generated
+/// code: its matmul primitive or dnnl_sgemm, see below) or cblas_sgemm (the evaluator).
 /// M == 0 or N == 0 is a no-op; K == 0 gives C = beta * C (C = 0 if beta == 0).
 inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                  float alpha, const float *A, int64_t lda, const float *B,
