@@ -395,7 +395,6 @@ struct ortc_session {
   };
   std::string profilePath;
   std::map<std::string, std::vector<LaunchTimes>> profile;
-  std::map<std::string, int64_t> profileRuns;
 
   void writeProfile() const {
     struct Row {
@@ -1020,8 +1019,8 @@ ortc_status ortc_session::runKernels(const ortc::FunctionDesc &f, const char *fu
   bool warmup = false;
   if (!profilePath.empty()) {
     profile = &this->profile[function];
+    warmup = profile->empty(); // the function's first run: its list is made now
     profile->resize(kernels.size());
-    warmup = profileRuns[function]++ == 0;
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
     try {
